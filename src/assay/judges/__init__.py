@@ -1,0 +1,46 @@
+"""Judge backends and the registry that builds them by name."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from assay.judges.base import Judge, Question, Verdict
+
+__all__ = ["Judge", "Question", "Verdict", "get_judge", "register_judge", "judge_names"]
+
+_factories: dict[str, Callable[[], Judge]] = {}
+_instances: dict[str, Judge] = {}
+_lock = threading.Lock()
+
+
+def _embedded() -> Judge:
+    # Imported lazily: loading the model is work we only do when a judge is first asked for.
+    from assay.judges.embedded.judge import EmbeddedJudge
+
+    return EmbeddedJudge()
+
+
+def register_judge(name: str, factory: Callable[[], Judge]) -> None:
+    """Make `factory` available as judge `name` (used by tests and plugins)."""
+    with _lock:
+        _factories[name] = factory
+        _instances.pop(name, None)
+
+
+def judge_names() -> list[str]:
+    return sorted(_factories)
+
+
+def get_judge(name: str = "embedded") -> Judge:
+    """The process-wide judge called `name`, built on first use and then shared."""
+    with _lock:
+        if name not in _instances:
+            if name not in _factories:
+                known = ", ".join(sorted(_factories))
+                raise KeyError(f"unknown judge {name!r}; known judges: {known}")
+            _instances[name] = _factories[name]()
+        return _instances[name]
+
+
+register_judge("embedded", _embedded)

@@ -1,0 +1,1 @@
+"""The offline embedded judge: sentence embeddings + calibrated per-instruction checks."""

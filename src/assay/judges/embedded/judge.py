@@ -1,0 +1,100 @@
+"""EmbeddedJudge: answers instructions offline from sentence embeddings and calibrated checks."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+
+import numpy as np
+
+from assay.judges.base import Judge, Question, Verdict
+from assay.judges.embedded.calibration import Calibration, load_calibration
+from assay.judges.embedded.encoder import Encoder, load_encoder
+from assay.judges.embedded.explanations import explain
+from assay.judges.embedded.signals import (
+    CHECK_FEATURES,
+    Evidence,
+    completeness_features,
+    relevance_features,
+    shared_features,
+)
+from assay.schema import JudgeFailure
+
+logger = logging.getLogger(__name__)
+
+ItemKey = tuple[str, str | None, tuple[str, ...]]
+RELEVANCE_CHECKS = frozenset(("core_intent", "prioritize_relevant", "no_tangents", "no_misinterpretation"))
+
+
+class EmbeddedJudge(Judge):
+    """The offline default judge.
+
+    encoder: a loaded encoder; by default the one the shipped calibration was fitted for.
+    calibration: fitted coefficients; by default the shipped `calibration.json`.
+    """
+
+    name = "embedded"
+
+    def __init__(self, encoder: Encoder | None = None, calibration: Calibration | None = None) -> None:
+        self.calibration = calibration or load_calibration()
+        self.encoder = encoder or load_encoder(self.calibration.encoder)
+
+    async def answer(self, questions: Sequence[Question]) -> list[Verdict | JudgeFailure]:
+        # Model work is CPU-bound: keep it off the event loop.
+        return await asyncio.to_thread(self.answer_sync, questions)
+
+    def answer_sync(self, questions: Sequence[Question]) -> list[Verdict | JudgeFailure]:
+        unknown = [q.check for q in questions if q.check not in CHECK_FEATURES]
+        if unknown:
+            failure = JudgeFailure("unsupported", f"embedded judge has no check {unknown[0]!r}")
+            return [failure] * len(questions)
+        try:
+            evidence = gather(self.encoder, questions)
+        except Exception as error:  # the encoder failed: every question of the batch is unscored
+            logger.exception("embedded judge failed")
+            return [JudgeFailure("judge_error", f"{type(error).__name__}: {error}")] * len(questions)
+        verdicts: list[Verdict | JudgeFailure] = []
+        for question in questions:
+            ev = evidence[_key(question)]
+            model = self.calibration.checks[question.check]
+            probability = model.probability(ev.features)
+            verdicts.append(
+                Verdict(
+                    follow_probability=probability,
+                    explanation=explain(question.check, ev, probability) if question.explain else "",
+                    evidence={name: round(ev.features[name], 4) for name in model.features},
+                )
+            )
+        return verdicts
+
+
+def _key(question: Question) -> ItemKey:
+    return (question.generated_text, question.user_query, question.context)
+
+
+def gather(encoder: Encoder, questions: Sequence[Question]) -> dict[ItemKey, Evidence]:
+    """Build each distinct item's evidence, encoding every text of the batch in one call."""
+    evidence: dict[ItemKey, Evidence] = {}
+    needs: dict[ItemKey, set[str]] = {}
+    for question in questions:
+        key = _key(question)
+        if key not in evidence:
+            evidence[key] = Evidence(question.generated_text, question.user_query, question.context)
+            needs[key] = set()
+        needs[key].add("relevance" if question.check in RELEVANCE_CHECKS else "completeness")
+    texts = list(dict.fromkeys(t for ev in evidence.values() for t in ev.texts()))
+    matrix = encoder.encode(texts)
+    index = {text: row for row, text in enumerate(texts)}
+
+    def lookup(text: str) -> np.ndarray:
+        return matrix[index[text]]
+
+    for key, ev in evidence.items():
+        ev.attach(lookup)
+        shared_features(ev)
+        if "relevance" in needs[key]:
+            relevance_features(ev)
+        if "completeness" in needs[key]:
+            completeness_features(ev)
+    return evidence
