@@ -74,8 +74,13 @@ def completeness_rows() -> list[dict[str, Any]]:
 
 
 def pairwise_rows() -> list[dict[str, Any]]:
-    """ragchecker pairs with the reference answer as context; label > 0: response_b more complete."""
+    """ragchecker pairs with the reference answer as context; label > 0: response_b more complete.
+
+    Pairs where either response is blank are left out: the detectors reject an empty
+    `generated_text` as bad input rather than scoring it.
+    """
     rows = read_jsonl(require_data() / "ragchecker_meta_eval" / "human_pairwise.jsonl")
+    rows = [r for r in rows if r["response"].strip() and r["response_b"].strip()]
     return [
         {
             "query": r["query"],
@@ -88,7 +93,9 @@ def pairwise_rows() -> list[dict[str, Any]]:
     ]
 
 
-def questions(detector: str, query: str | None, response: str, context: Sequence[str]) -> list[Question]:
+def questions(
+    detector: str, query: str | None, response: str, context: Sequence[str]
+) -> list[Question]:
     return [
         Question(
             detector=detector,
@@ -116,11 +123,15 @@ def features(
     out: list[dict[str, float]] = []
     for start in range(0, len(items), 32):
         batch = items[start : start + 32]
-        qs = [q for query, response, ctx in batch for q in questions(detector, query, response, ctx)]
+        qs = [
+            q for query, response, ctx in batch for q in questions(detector, query, response, ctx)
+        ]
         evidence = gather(encoder, qs)
         for query, response, ctx in batch:
             out.append(dict(evidence[(response, query, tuple(ctx))].features))
-        print(f"  {detector}/{encoder_name}: {len(out)}/{len(items)} rows", file=sys.stderr, end="\r")
+        print(
+            f"  {detector}/{encoder_name}: {len(out)}/{len(items)} rows", file=sys.stderr, end="\r"
+        )
     print(file=sys.stderr)
     CACHE.mkdir(parents=True, exist_ok=True)
     cache_file.write_text(json.dumps(out))
@@ -131,7 +142,9 @@ def matrix(rows: list[dict[str, float]], names: Sequence[str]) -> np.ndarray:
     return np.array([[row[name] for name in names] for row in rows], dtype=np.float64)
 
 
-def expected_calibration_error(probabilities: np.ndarray, outcomes: np.ndarray, bins: int = 10) -> float:
+def expected_calibration_error(
+    probabilities: np.ndarray, outcomes: np.ndarray, bins: int = 10
+) -> float:
     """ECE with equal-width bins: the weighted gap between confidence and observed frequency."""
     edges = np.linspace(0.0, 1.0, bins + 1)
     which = np.clip(np.digitize(probabilities, edges[1:-1]), 0, bins - 1)

@@ -17,4 +17,6 @@ def get_detector(name: str) -> Detector:
     try:
         return DETECTORS[name]
     except KeyError:
-        raise KeyError(f"unknown detector {name!r}; known detectors: {', '.join(DETECTORS)}") from None
+        raise KeyError(
+            f"unknown detector {name!r}; known detectors: {', '.join(DETECTORS)}"
+        ) from None

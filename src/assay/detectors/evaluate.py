@@ -34,8 +34,13 @@ def default_judge_name() -> str:
     return os.environ.get(DEFAULT_JUDGE_ENV, "embedded")
 
 
+_TYPE_TAGS = {"str", "int", "float", "bool", "dict", "list", "none"}
+
+
 def _location(index: int | None, loc: Sequence[int | str]) -> str:
-    path = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc)
+    # pydantic puts union members in the location ("str", "list[str]"); they are not fields.
+    fields = [p for p in loc if isinstance(p, int) or ("[" not in p and p not in _TYPE_TAGS)]
+    path = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in fields)
     return f"[{index}]{path}" if index is not None else path.lstrip(".")
 
 
@@ -49,7 +54,9 @@ def parse_item(raw: Any, index: int | None = None) -> DetectRequestItem:
         item = raw
     else:
         if not isinstance(raw, dict):
-            raise RequestValidationError(_location(index, []) or "body", "each item must be a JSON object")
+            raise RequestValidationError(
+                _location(index, []) or "body", "each item must be a JSON object"
+            )
         try:
             item = DetectRequestItem.model_validate(raw)
         except ValidationError as error:

@@ -13,7 +13,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from assay.judges.embedded.signals import CHECK_FEATURES
+from assay.judges.embedded.signals import CHECK_FEATURES, feature_names
 
 CALIBRATION_FILE = "calibration.json"
 
@@ -29,7 +29,9 @@ class Logistic:
     def probability(self, values: dict[str, float]) -> float:
         z = self.bias + sum(
             w * (values[name] - m) / s
-            for name, m, s, w in zip(self.features, self.mean, self.scale, self.weights, strict=True)
+            for name, m, s, w in zip(
+                self.features, self.mean, self.scale, self.weights, strict=True
+            )
         )
         return 1.0 / (1.0 + math.exp(-max(min(z, 40.0), -40.0)))
 
@@ -50,7 +52,7 @@ def parse(data: dict[str, Any]) -> Calibration:
             weights=tuple(spec["weights"]),
             bias=float(spec["bias"]),
         )
-        if model.features != CHECK_FEATURES[check]:
+        if model.features != feature_names(check):
             raise ValueError(f"calibration for {check!r} was fitted on other features; refit it")
         checks[check] = model
     missing = set(CHECK_FEATURES) - set(checks)

@@ -121,7 +121,8 @@ class MiniLMEncoder:
             pooled = (hidden * mask[..., None]).sum(axis=1) / mask.sum(axis=1, keepdims=True)
             out[rows] = pooled
         norms = np.linalg.norm(out, axis=1, keepdims=True)
-        return out / np.maximum(norms, 1e-12)
+        normalised: Matrix = out / np.maximum(norms, 1e-12)
+        return normalised
 
 
 class E5Encoder:
@@ -143,7 +144,10 @@ class E5Encoder:
         return np.asarray(method(list(texts)), dtype=np.float32).reshape(len(texts), -1)
 
 
-ENCODERS = {"minilm": MiniLMEncoder, "e5": E5Encoder}
+ENCODERS: dict[str, type[MiniLMEncoder] | type[E5Encoder]] = {
+    "minilm": MiniLMEncoder,
+    "e5": E5Encoder,
+}
 
 
 @cache
@@ -151,5 +155,5 @@ def load_encoder(name: str = "minilm") -> Encoder:
     """The process-wide encoder `name` (loaded and verified once)."""
     if name not in ENCODERS:
         raise KeyError(f"unknown encoder {name!r}; known: {', '.join(ENCODERS)}")
-    encoder: Encoder = ENCODERS[name]()
-    return encoder
+    factory: type[MiniLMEncoder] | type[E5Encoder] = ENCODERS[name]
+    return factory()

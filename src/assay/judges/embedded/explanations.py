@@ -101,7 +101,8 @@ def _structure(ev: Evidence, ok: bool) -> str:
 def _explains(ev: Evidence, ok: bool) -> str:
     f = ev.features
     count = round(f["explanation_rate"] * len(ev.sentences))
-    text = f"{count} explanatory cue(s) (because, for example, such as…) in {len(ev.sentences)} sentences"
+    cues = "because, for example, such as…"
+    text = f"{count} explanatory cue(s) ({cues}) in {len(ev.sentences)} sentences"
     return ("The response explains itself: " if ok else "Little explanation: ") + text + "."
 
 

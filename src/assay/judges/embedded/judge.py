@@ -6,11 +6,9 @@ import asyncio
 import logging
 from collections.abc import Sequence
 
-import numpy as np
-
 from assay.judges.base import Judge, Question, Verdict
 from assay.judges.embedded.calibration import Calibration, load_calibration
-from assay.judges.embedded.encoder import Encoder, load_encoder
+from assay.judges.embedded.encoder import Encoder, Matrix, load_encoder
 from assay.judges.embedded.explanations import explain
 from assay.judges.embedded.signals import (
     CHECK_FEATURES,
@@ -24,7 +22,9 @@ from assay.schema import JudgeFailure
 logger = logging.getLogger(__name__)
 
 ItemKey = tuple[str, str | None, tuple[str, ...]]
-RELEVANCE_CHECKS = frozenset(("core_intent", "prioritize_relevant", "no_tangents", "no_misinterpretation"))
+RELEVANCE_CHECKS = frozenset(
+    ("core_intent", "prioritize_relevant", "no_tangents", "no_misinterpretation")
+)
 
 
 class EmbeddedJudge(Judge):
@@ -36,7 +36,9 @@ class EmbeddedJudge(Judge):
 
     name = "embedded"
 
-    def __init__(self, encoder: Encoder | None = None, calibration: Calibration | None = None) -> None:
+    def __init__(
+        self, encoder: Encoder | None = None, calibration: Calibration | None = None
+    ) -> None:
         self.calibration = calibration or load_calibration()
         self.encoder = encoder or load_encoder(self.calibration.encoder)
 
@@ -53,7 +55,9 @@ class EmbeddedJudge(Judge):
             evidence = gather(self.encoder, questions)
         except Exception as error:  # the encoder failed: every question of the batch is unscored
             logger.exception("embedded judge failed")
-            return [JudgeFailure("judge_error", f"{type(error).__name__}: {error}")] * len(questions)
+            return [JudgeFailure("judge_error", f"{type(error).__name__}: {error}")] * len(
+                questions
+            )
         verdicts: list[Verdict | JudgeFailure] = []
         for question in questions:
             ev = evidence[_key(question)]
@@ -62,7 +66,9 @@ class EmbeddedJudge(Judge):
             verdicts.append(
                 Verdict(
                     follow_probability=probability,
-                    explanation=explain(question.check, ev, probability) if question.explain else "",
+                    explanation=explain(question.check, ev, probability)
+                    if question.explain
+                    else "",
                     evidence={name: round(ev.features[name], 4) for name in model.features},
                 )
             )
@@ -87,8 +93,9 @@ def gather(encoder: Encoder, questions: Sequence[Question]) -> dict[ItemKey, Evi
     matrix = encoder.encode(texts)
     index = {text: row for row, text in enumerate(texts)}
 
-    def lookup(text: str) -> np.ndarray:
-        return matrix[index[text]]
+    def lookup(text: str) -> Matrix:
+        row: Matrix = matrix[index[text]]
+        return row
 
     for key, ev in evidence.items():
         ev.attach(lookup)

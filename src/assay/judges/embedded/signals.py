@@ -28,33 +28,54 @@ MAX_CONTEXT_STATEMENTS = 80
 #: Response sentences considered per item.
 MAX_RESPONSE_SENTENCES = 60
 
+#: The evidence behind each instruction. The sign says which way a feature may push the
+#: probability (`+`: more of it means more likely followed); the calibration fit keeps to it, so
+#: no check can learn a backwards rule from a quirk of the dev data.
 CHECK_FEATURES: dict[str, tuple[str, ...]] = {
     # output_relevance
-    "core_intent": ("q_resp", "q_sent_max", "q_word_cover"),
-    "prioritize_relevant": ("q_sent_mean", "q_sent_first", "q_offtopic_share"),
+    "core_intent": ("+q_resp", "+q_sent_max", "+q_word_cover"),
+    "prioritize_relevant": ("+q_sent_mean", "+q_sent_first", "-q_offtopic_share"),
     "no_tangents": (
-        "q_sent_min",
-        "q_offtopic_share",
-        "centroid_min",
-        "first_person_share",
-        "n_sentences_log",
+        "+q_sent_min",
+        "-q_offtopic_share",
+        "+centroid_min",
+        "-first_person_share",
+        "-n_sentences_log",
     ),
-    "no_misinterpretation": ("q_resp", "q_word_cover", "q_sent_mean"),
+    "no_misinterpretation": ("+q_resp", "+q_word_cover", "+q_sent_mean"),
     # completeness
-    "query_aspects": ("aspect_cover_min", "aspect_cover_mean", "q_resp", "ctx_cover_mean"),
-    "key_information": ("ctx_cover_mean", "ctx_cover_share", "ctx_cover_min"),
-    "no_omissions": ("ctx_cover_weighted", "ctx_cover_share", "len_ratio", "words_log"),
-    "faithful_interpretation": ("resp_support_mean", "resp_support_min", "unsupported_share"),
-    "clear_structure": ("n_sentences_log", "mean_sentence_words", "adjacent_coherence", "redundancy"),
-    "explains_when_needed": ("explanation_rate", "words_log", "n_sentences_log"),
-    "no_contradiction": ("numbers_unsupported", "negation_conflicts", "self_conflicts", "resp_support_min"),
+    "query_aspects": ("+aspect_cover_min", "+aspect_cover_mean", "+q_resp", "+ctx_cover_mean"),
+    "key_information": ("+ctx_cover_mean", "+ctx_cover_share", "+ctx_cover_min"),
+    "no_omissions": ("+ctx_cover_weighted", "+ctx_cover_share", "+len_ratio", "+words_log"),
+    "faithful_interpretation": (
+        "+resp_support_mean",
+        "+resp_support_min",
+        "-unsupported_share",
+        "-numbers_unsupported",
+    ),
+    "clear_structure": ("+adjacent_coherence", "-redundancy", "-mean_sentence_words"),
+    "explains_when_needed": ("+explanation_rate", "+words_log", "+n_sentences_log"),
+    "no_contradiction": (
+        "-numbers_unsupported",
+        "-negation_conflicts",
+        "-self_conflicts",
+        "+resp_support_min",
+    ),
     "accurate_and_focused": (
-        "ctx_cover_mean",
-        "ctx_cover_share",
-        "resp_support_mean",
-        "unsupported_share",
+        "+ctx_cover_mean",
+        "+ctx_cover_share",
+        "+resp_support_mean",
+        "-unsupported_share",
     ),
 }
+
+
+def feature_names(check: str) -> tuple[str, ...]:
+    return tuple(spec[1:] for spec in CHECK_FEATURES[check])
+
+
+def feature_signs(check: str) -> tuple[int, ...]:
+    return tuple(1 if spec[0] == "+" else -1 for spec in CHECK_FEATURES[check])
 
 
 @dataclass
@@ -86,7 +107,7 @@ class Evidence:
             wanted.append(" ".join(self.context))
         return wanted
 
-    def attach(self, lookup: Callable[[str], np.ndarray]) -> None:
+    def attach(self, lookup: Callable[[str], Matrix]) -> None:
         def stack(items: Sequence[str]) -> Matrix:
             return np.stack([lookup(t) for t in items]) if items else np.zeros((0, 384), np.float32)
 
@@ -143,7 +164,9 @@ def relevance_features(ev: Evidence) -> None:
     ev.notes.update(
         best_sentence=ev.sentences[best],
         worst_sentence=ev.sentences[worst],
-        offtopic_sentences="\u241e".join(s for s, off in zip(ev.sentences, offtopic, strict=True) if off),
+        offtopic_sentences="\u241e".join(
+            s for s, off in zip(ev.sentences, offtopic, strict=True) if off
+        ),
         missing_query_terms=", ".join(sorted(query_words - covered)[:4]),
         query_terms=str(len(query_words)),
         covered_query_terms=str(len(covered)),
@@ -181,7 +204,8 @@ def completeness_features(ev: Evidence) -> None:
     self_conflicts = [
         (i, j)
         for i, j in upper
-        if self_sims[i, j] >= ALIGNED and T.has_negation(ev.sentences[i]) != T.has_negation(ev.sentences[j])
+        if self_sims[i, j] >= ALIGNED
+        and T.has_negation(ev.sentences[i]) != T.has_negation(ev.sentences[j])
     ]
     adjacent = [float(self_sims[i, i + 1]) for i in range(n - 1)]
     words = T.word_count(ev.response)
@@ -216,5 +240,7 @@ def completeness_features(ev: Evidence) -> None:
         weakest_aspect=ev.aspects[int(aspect_cover.argmin())] if ev.aspects else "",
         unsupported_numbers=", ".join(sorted(unsupported_numbers)[:4]),
         negation_conflict=" / ".join(negation_conflicts[0]) if negation_conflicts else "",
-        self_conflict=" / ".join(ev.sentences[k] for k in self_conflicts[0]) if self_conflicts else "",
+        self_conflict=" / ".join(ev.sentences[k] for k in self_conflicts[0])
+        if self_conflicts
+        else "",
     )

@@ -11,7 +11,10 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
 _LIST_MARKER = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 _NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*%?")
-_NEGATION = re.compile(r"\b(?:not|no|never|none|cannot|can't|won't|isn't|aren't|doesn't|don't|didn't|wasn't|weren't|without)\b", re.I)
+_NEGATION = re.compile(
+    r"\b(?:not|no|never|none|cannot|can't|won't|isn't|aren't|doesn't|don't|didn't|wasn't|weren't|without)\b",
+    re.I,
+)
 _EXPLANATION_MARKERS = re.compile(
     r"\b(?:because|for example|for instance|such as|e\.g\.|i\.e\.|that is|which means|"
     r"this means|so that|in other words|like|imagine|think of|since|therefore|thus)\b",

@@ -1,0 +1,252 @@
+"""The `assay` command: listing detectors, scoring one response, errors as one clean line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from assay.cli import app
+from assay.schema import MAX_TEXT_CHARS
+
+runner = CliRunner()
+
+#: The published instruction lists, byte-exact (output_relevance ends with periods,
+#: completeness does not).
+OUTPUT_RELEVANCE_INSTRUCTIONS = [
+    "Response should directly address the core intent of the user query.",
+    "Response should prioritize information that is specifically relevant to the question asked.",
+    "Response should avoid including unrelated or tangential information.",
+    "Response should not misinterpret or distort the meaning of the query.",
+]
+COMPLETENESS_INSTRUCTIONS = [
+    "Response should fully address all aspects of the user query",
+    "Response should include all key information explicitly stated in the context documents",
+    "Response should not omit critical details needed to understand or answer the query",
+    "Response should avoid including incorrect or misleading interpretations of the context",
+    "Response should follow a clear and logical structure, making it easy to understand",
+    "Response should provide examples or explanations when necessary to clarify complex points",
+    "Response should not contradict information in the context or within itself",
+    "Response should accurately represent all relevant information without adding irrelevant content",  # noqa: E501
+]
+
+QUERY = "How long should I boil eggs for a soft yolk?"
+CONTEXT = "For soft-boiled eggs, lower cold eggs into boiling water and cook them for 6 minutes."
+RESPONSE = "Cook the eggs for 6 minutes in boiling water for a soft, runny yolk."
+
+
+def assert_contract(result: dict[str, object], instructions: list[str]) -> None:
+    """One detector result has exactly the wire shape and arithmetic of the contract."""
+    assert set(result) == {"instructions_list", "score"}
+    entries = result["instructions_list"]
+    assert isinstance(entries, list)
+    assert [entry["instruction"] for entry in entries] == instructions
+    for entry in entries:
+        assert set(entry) == {"explanation", "follow_probability", "instruction", "label"}
+        probability = entry["follow_probability"]
+        assert 0.0 <= probability <= 1.0
+        assert probability == round(probability, 4)
+        assert entry["label"] is (probability >= 0.5)
+    assert result["score"] == pytest.approx(sum(e["label"] for e in entries) / len(entries))
+
+
+def test_detectors_lists_both_detectors_and_every_instruction_byte_exact() -> None:
+    result = runner.invoke(app, ["detectors"])
+
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert any(line.startswith("output_relevance") for line in lines)
+    assert any(line.startswith("completeness") for line in lines)
+    for text in OUTPUT_RELEVANCE_INSTRUCTIONS + COMPLETENESS_INSTRUCTIONS:
+        # Whole on one line, ending the line: not wrapped, not truncated, punctuation intact.
+        assert any(line.endswith(": " + text) for line in lines), text
+
+
+def test_detectors_json_gives_inputs_and_instructions() -> None:
+    result = runner.invoke(app, ["detectors", "--json"])
+
+    assert result.exit_code == 0, result.output
+    listing = {entry["name"]: entry for entry in json.loads(result.stdout)}
+    assert set(listing) == {"output_relevance", "completeness"}
+    relevance, completeness = listing["output_relevance"], listing["completeness"]
+    assert [i["text"] for i in relevance["instructions"]] == OUTPUT_RELEVANCE_INSTRUCTIONS
+    assert [i["text"] for i in completeness["instructions"]] == COMPLETENESS_INSTRUCTIONS
+    assert set(relevance["required_inputs"]) == {"user_query", "generated_text"}
+    assert set(completeness["required_inputs"]) == {"context", "generated_text"}
+    assert relevance["description"] and completeness["description"]
+
+
+def test_detect_prints_one_item_with_every_detector_whose_inputs_are_given() -> None:
+    result = runner.invoke(
+        app, ["detect", "--query", QUERY, "--context", CONTEXT, "--response", RESPONSE]
+    )
+
+    assert result.exit_code == 0, result.output
+    items = json.loads(result.stdout)
+    assert isinstance(items, list) and len(items) == 1
+    assert set(items[0]) == {"output_relevance", "completeness"}
+    assert_contract(items[0]["output_relevance"], OUTPUT_RELEVANCE_INSTRUCTIONS)
+    assert_contract(items[0]["completeness"], COMPLETENESS_INSTRUCTIONS)
+    explanations = [e["explanation"] for e in items[0]["completeness"]["instructions_list"]]
+    assert explanations == [""] * len(COMPLETENESS_INSTRUCTIONS)
+
+
+def test_detect_picks_only_detectors_whose_inputs_are_given() -> None:
+    query_only = runner.invoke(app, ["detect", "-q", QUERY, "-r", RESPONSE])
+    context_only = runner.invoke(
+        app, ["detect", "-c", CONTEXT, "-c", "Second doc.", "-r", RESPONSE]
+    )
+
+    assert query_only.exit_code == 0, query_only.output
+    assert list(json.loads(query_only.stdout)[0]) == ["output_relevance"]
+    assert context_only.exit_code == 0, context_only.output
+    assert list(json.loads(context_only.stdout)[0]) == ["completeness"]
+
+
+def test_detect_runs_only_the_named_detector_and_explains_on_request() -> None:
+    result = runner.invoke(
+        app,
+        ["detect", "-q", QUERY, "-c", CONTEXT, "-r", RESPONSE, "-d", "completeness", "--explain"],
+    )
+
+    assert result.exit_code == 0, result.output
+    item = json.loads(result.stdout)[0]
+    assert list(item) == ["completeness"]
+    assert all(e["explanation"] for e in item["completeness"]["instructions_list"])
+
+
+@pytest.mark.parametrize(
+    ("arguments", "field"),
+    [
+        (["-q", QUERY, "-r", RESPONSE, "--detector", "toxicity"], "--detector"),
+        (["-q", QUERY, "-r", ""], "generated_text"),
+        (["-q", QUERY, "-r", "   "], "generated_text"),
+        (["-q", QUERY, "-r", "x" * (MAX_TEXT_CHARS + 1)], "generated_text"),
+        (["-q", "x" * (MAX_TEXT_CHARS + 1), "-r", RESPONSE], "user_query"),
+        (["-c", CONTEXT, "-r", RESPONSE, "-d", "output_relevance"], "user_query"),
+        (["-q", QUERY, "-r", RESPONSE, "-d", "completeness"], "context"),
+        (["-r", RESPONSE], "--query"),
+        (["-q", QUERY, "-r", RESPONSE, "--judge", "no-such-judge"], "--judge"),
+    ],
+    ids=[
+        "unknown-detector",
+        "empty-response",
+        "blank-response",
+        "over-long-response",
+        "over-long-query",
+        "missing-query-for-output_relevance",
+        "missing-context-for-completeness",
+        "no-detector-applies",
+        "unknown-judge",
+    ],
+)
+def test_detect_bad_input_exits_2_with_one_line_naming_the_field(
+    arguments: list[str], field: str
+) -> None:
+    result = runner.invoke(app, ["detect", *arguments])
+
+    assert result.exit_code == 2
+    assert isinstance(result.exception, SystemExit)  # handled, not an escaped exception
+    assert result.stdout == ""
+    message = result.stderr.strip()
+    assert len(message.splitlines()) == 1
+    assert message.startswith("error: ")
+    assert field in message
+    assert "Traceback" not in result.output
+
+
+def test_over_long_text_error_states_the_limit() -> None:
+    result = runner.invoke(app, ["detect", "-q", QUERY, "-r", "x" * (MAX_TEXT_CHARS + 5)])
+
+    assert result.exit_code == 2
+    assert str(MAX_TEXT_CHARS) in result.stderr
+    assert str(MAX_TEXT_CHARS + 5) in result.stderr
+
+
+def _write_jsonl(path: Path, lines: list[str]) -> Path:
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_run_scores_a_file_reports_failed_rows_and_exits_0(tmp_path: Path) -> None:
+    data = _write_jsonl(
+        tmp_path / "rows.jsonl",
+        [
+            json.dumps(
+                {"id": "a", "user_query": QUERY, "context": [CONTEXT], "generated_text": RESPONSE}
+            ),
+            "{not json",
+            json.dumps({"id": "c", "user_query": QUERY}),
+        ],
+    )
+
+    result = runner.invoke(app, ["run", str(data), "--batch-size", "2"])
+
+    assert result.exit_code == 0, result.output
+    out = tmp_path / "rows.scored.jsonl"
+    lines = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [line["row"] for line in lines] == [1, 2, 3]
+    assert "output_relevance" in lines[0] and "completeness" in lines[0]
+    assert lines[2]["error"]["field"] == "generated_text"
+    assert "2 of 3 rows failed" in result.stdout
+    assert "output_relevance" in result.stdout and "mean score" in result.stdout
+    summary = json.loads((tmp_path / "rows.scored.jsonl.summary.json").read_text("utf-8"))
+    assert summary["rows"] == 3 and summary["rows_failed"] == 2
+
+
+@pytest.mark.parametrize(
+    ("make_input", "extra", "field"),
+    [
+        (lambda d: d / "missing.jsonl", [], "FILE"),
+        (lambda d: _write_jsonl(d / "rows.txt", ["{}"]), [], "FILE"),
+        (lambda d: _write_jsonl(d / "rows.jsonl", ["{}"]), ["-d", "toxicity"], "--detector"),
+        (lambda d: _write_jsonl(d / "rows.jsonl", ["{}"]), ["--judge", "nope"], "--judge"),
+    ],
+    ids=["missing-file", "unknown-extension", "unknown-detector", "unknown-judge"],
+)
+def test_run_unusable_input_exits_2_without_writing_output(
+    tmp_path: Path, make_input: object, extra: list[str], field: str
+) -> None:
+    assert callable(make_input)
+    path = make_input(tmp_path)
+
+    result = runner.invoke(app, ["run", str(path), *extra])
+
+    assert result.exit_code == 2
+    assert isinstance(result.exception, SystemExit)
+    assert result.stderr.strip().startswith("error: ")
+    assert field in result.stderr
+    assert "Traceback" not in result.output
+    assert not list(tmp_path.glob("*.scored.jsonl"))
+
+
+def _assay(*arguments: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "assay.cli", *arguments],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_real_process_scores_a_response() -> None:
+    completed = _assay("detect", "-q", QUERY, "-c", CONTEXT, "-r", RESPONSE)
+
+    assert completed.returncode == 0, completed.stderr
+    item = json.loads(completed.stdout)[0]
+    assert_contract(item["output_relevance"], OUTPUT_RELEVANCE_INSTRUCTIONS)
+    assert_contract(item["completeness"], COMPLETENESS_INSTRUCTIONS)
+
+
+def test_real_process_bad_input_has_no_traceback() -> None:
+    completed = _assay("detect", "-q", QUERY, "-r", "", "-d", "output_relevance")
+
+    assert completed.returncode == 2
+    assert "generated_text" in completed.stderr
+    assert "Traceback" not in completed.stderr + completed.stdout
+    assert len(completed.stderr.strip().splitlines()) == 1

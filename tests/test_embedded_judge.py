@@ -1,0 +1,182 @@
+"""The embedded judge: verified weights, one encoder call per request, evidence-backed verdicts."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from assay.detectors import DETECTORS
+from assay.detectors.evaluate import detect_items, parse_items, questions_for
+from assay.judges.embedded.calibration import load_calibration, parse
+from assay.judges.embedded.encoder import Kind, Matrix, ModelFileError, load_encoder, verified
+from assay.judges.embedded.judge import EmbeddedJudge
+from assay.judges.embedded.signals import CHECK_FEATURES
+from assay.judges.embedded.text import split_sentences
+
+QUERY = "What is the refund policy for online orders?"
+CONTEXT = [
+    "Online orders can be refunded within 30 days of delivery.",
+    "Refunds go back to the original payment method within 5 business days.",
+    "Sale items are final and cannot be refunded.",
+    "Shipping fees are not refunded unless the item arrived damaged.",
+]
+FULL = (
+    "You can get a refund on online orders within 30 days of delivery, and the money returns to "
+    "your original payment method within 5 business days. Items bought on sale are final and "
+    "cannot be refunded. Shipping fees are not refunded unless the item arrived damaged."
+)
+ONE_FACT = "Online orders can be refunded within 30 days."
+OFF_TOPIC = "Our flagship store in Lisbon has a rooftop cafe. The espresso there is excellent."
+TANGENT = FULL + " By the way, the Eiffel Tower was finished in 1889 for the World's Fair."
+
+
+class CountingEncoder:
+    """Wraps the real encoder and counts encode calls."""
+
+    def __init__(self) -> None:
+        self.inner = load_encoder("minilm")
+        self.model_id = self.inner.model_id
+        self.calls = 0
+
+    def encode(self, texts: Sequence[str], kind: Kind = "passage") -> Matrix:
+        self.calls += 1
+        return self.inner.encode(texts, kind)
+
+
+async def run(body: list[dict[str, object]]) -> list[dict[str, dict[str, object]]]:
+    return await detect_items(parse_items(body), judge="embedded")
+
+
+def mean_probability(result: dict[str, object]) -> float:
+    entries = result["instructions_list"]
+    assert isinstance(entries, list)
+    return float(np.mean([e["follow_probability"] for e in entries]))
+
+
+def relevance(response: str) -> dict[str, object]:
+    return {
+        "user_query": QUERY,
+        "generated_text": response,
+        "config": {"output_relevance": {"explain": True}},
+    }
+
+
+def completeness(response: str) -> dict[str, object]:
+    return {
+        "user_query": QUERY,
+        "context": CONTEXT,
+        "generated_text": response,
+        "config": {"completeness": {"explain": True}},
+    }
+
+
+def test_weight_file_must_match_its_pinned_sha256(tmp_path: Path) -> None:
+    weights = tmp_path / "model.onnx"
+    weights.write_bytes(b"not the model")
+    good = hashlib.sha256(b"not the model").hexdigest()
+    assert verified(weights, good, "pkg") == weights
+    with pytest.raises(ModelFileError, match="expected"):
+        verified(weights, "0" * 64, "pkg")
+    with pytest.raises(ModelFileError, match="not found"):
+        verified(tmp_path / "missing.onnx", good, "pkg")
+
+
+async def test_on_topic_answer_is_more_relevant_than_off_topic() -> None:
+    on, off = await run([relevance(FULL), relevance(OFF_TOPIC)])
+    assert on["output_relevance"]["score"] > off["output_relevance"]["score"]
+    assert (
+        mean_probability(on["output_relevance"]) > mean_probability(off["output_relevance"]) + 0.2
+    )
+
+
+async def test_tangent_is_named_in_the_explanation() -> None:
+    [result] = await run([relevance(TANGENT)])
+    entries = result["output_relevance"]["instructions_list"]
+    assert isinstance(entries, list)
+    tangent = next(e for e in entries if "tangential" in e["instruction"])
+    assert "Eiffel Tower" in tangent["explanation"]
+
+
+async def test_covering_every_fact_is_more_complete_than_covering_one() -> None:
+    full, partial = await run([completeness(FULL), completeness(ONE_FACT)])
+    assert full["completeness"]["score"] >= partial["completeness"]["score"]
+    assert mean_probability(full["completeness"]) > mean_probability(partial["completeness"])
+
+
+async def test_missing_context_statements_are_quoted() -> None:
+    [result] = await run([completeness(ONE_FACT)])
+    entries = result["completeness"]["instructions_list"]
+    assert isinstance(entries, list)
+    key_info = next(e for e in entries if "key information" in e["instruction"])
+    assert "missing:" in key_info["explanation"]
+    assert "Sale items are final" in key_info["explanation"]
+
+
+async def test_one_encoder_call_per_request() -> None:
+    encoder = CountingEncoder()
+    judge = EmbeddedJudge(encoder=encoder)
+    items = parse_items([completeness(FULL), completeness(ONE_FACT), relevance(OFF_TOPIC)])
+    questions = [
+        q for item in items for name in item.config for q in questions_for(item, DETECTORS[name])
+    ]
+    answers = await judge.answer(questions)
+    assert encoder.calls == 1
+    assert len(answers) == len(questions) == 8 + 8 + 4
+
+
+def test_identical_input_gives_identical_verdicts() -> None:
+    judge = EmbeddedJudge()
+    [item] = parse_items([completeness(FULL)])
+    questions = questions_for(item, DETECTORS["completeness"])
+    assert judge.answer_sync(questions) == judge.answer_sync(questions)
+
+
+def test_shipped_calibration_covers_every_check_with_its_features() -> None:
+    calibration = load_calibration()
+    assert set(calibration.checks) == set(CHECK_FEATURES)
+    assert calibration.encoder == "minilm"
+
+
+def test_calibration_fitted_on_other_features_is_rejected() -> None:
+    data = {
+        "encoder": "minilm",
+        "checks": {
+            check: {
+                "features": ["q_resp"],
+                "mean": [0.0],
+                "scale": [1.0],
+                "weights": [1.0],
+                "bias": 0.0,
+            }
+            for check in CHECK_FEATURES
+        },
+    }
+    with pytest.raises(ValueError, match="refit"):
+        parse(data)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "The first point is here. A second point follows!",
+            ["The first point is here.", "A second point follows!"],
+        ),
+        (
+            "Use a tool, e.g. a wrench. Then tighten it well.",
+            ["Use a tool, e.g. a wrench.", "Then tighten it well."],
+        ),
+        (
+            "- ripe apples are red\n- ripe bananas are yellow",
+            ["ripe apples are red", "ripe bananas are yellow"],
+        ),
+        ("Short. This sentence is long enough.", ["Short. This sentence is long enough."]),
+        ("It costs 3.5 dollars in total today.", ["It costs 3.5 dollars in total today."]),
+    ],
+)
+def test_sentence_splitting(text: str, expected: list[str]) -> None:
+    assert split_sentences(text) == expected

@@ -1,0 +1,307 @@
+"""The local runner: rows in, one scored line per row out (in order), bad rows reported per row,
+a summary that matches the lines."""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from statistics import mean
+from typing import Any
+
+import pytest
+
+from assay.judges import Judge, Question, Verdict, get_judge, register_judge
+from assay.runner import read_rows, run_file
+from assay.runner.summary import PASS_THRESHOLD
+from assay.schema import JudgeFailure, RequestValidationError
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "rag_rows.jsonl"
+
+EGGS: dict[str, Any] = {
+    "user_query": "How long should I boil eggs for a soft yolk?",
+    "context": ["Lower cold eggs into boiling water and cook them for 6 minutes for a runny yolk."],
+    "generated_text": "Boil the eggs for 6 minutes for a soft, runny yolk.",
+}
+VPN: dict[str, Any] = {
+    "user_query": "How do I connect to the office VPN?",
+    "context": ["Install the SecureLink client and sign in with your work email."],
+    "generated_text": "Install SecureLink and sign in with your work email address.",
+}
+
+
+@pytest.fixture(autouse=True)
+def _embedded_judge_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ASSAY_JUDGE", raising=False)
+
+
+def write_jsonl(path: Path, rows: Sequence[dict[str, Any] | str]) -> Path:
+    lines = [row if isinstance(row, str) else json.dumps(row) for row in rows]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def read_lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_jsonl_rows_come_out_one_line_each_in_order_with_ids(tmp_path: Path) -> None:
+    data = write_jsonl(
+        tmp_path / "rows.jsonl",
+        [
+            {"id": "eggs", **EGGS, "note": "kept"},
+            {"id": 7, "user_query": VPN["user_query"], "generated_text": VPN["generated_text"]},
+            {
+                "id": "vpn-context",
+                "context": VPN["context"],
+                "generated_text": VPN["generated_text"],
+            },
+        ],
+    )
+
+    summary = run_file(data, batch_size=2)
+
+    lines = read_lines(tmp_path / "rows.scored.jsonl")
+    assert [line["row"] for line in lines] == [1, 2, 3]
+    assert [line["id"] for line in lines] == ["eggs", 7, "vpn-context"]
+    assert lines[0]["note"] == "kept"  # other columns pass through
+    assert "generated_text" not in lines[0]  # request fields are sent, not echoed
+    assert set(lines[0]) == {"row", "id", "note", "output_relevance", "completeness"}
+    assert set(lines[1]) == {"row", "id", "output_relevance"}
+    assert set(lines[2]) == {"row", "id", "completeness"}
+    assert summary.rows == 3 and summary.rows_failed == 0
+    assert summary.detectors["output_relevance"].rows_scored == 2
+    assert summary.detectors["completeness"].rows_scored == 2
+
+
+def test_csv_rows_are_scored_like_jsonl(tmp_path: Path) -> None:
+    data = tmp_path / "rows.csv"
+    with data.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, ["id", "user_query", "context", "generated_text"])
+        writer.writeheader()
+        writer.writerow({**EGGS, "id": "eggs", "context": json.dumps(EGGS["context"])})
+        writer.writerow({**VPN, "id": "vpn", "context": VPN["context"][0]})
+        writer.writerow(
+            {"id": "no-answer", "user_query": "Why?", "context": "", "generated_text": ""}
+        )
+    out = tmp_path / "scored" / "out.jsonl"
+
+    summary = run_file(data, out)
+
+    lines = read_lines(out)
+    assert [(line["row"], line["id"]) for line in lines] == [
+        (1, "eggs"),
+        (2, "vpn"),
+        (3, "no-answer"),
+    ]
+    assert {"output_relevance", "completeness"} <= set(lines[0])
+    assert {"output_relevance", "completeness"} <= set(lines[1])
+    assert lines[2]["error"]["field"] == "generated_text"
+    assert summary.rows_failed == 1
+    assert (tmp_path / "scored" / "out.jsonl.summary.json").is_file()
+
+
+def test_csv_context_cell_holding_a_json_list_is_a_list(tmp_path: Path) -> None:
+    data = tmp_path / "rows.csv"
+    with data.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["id", "context", "generated_text", "config"])
+        writer.writerow(["list", '["first doc", "second, with comma"]', "answer", ""])
+        writer.writerow(["text", "just one document", "answer", ""])
+        writer.writerow(["bracket", "[not json", "answer", '{"completeness": {"explain": true}}'])
+        writer.writerow(["object", '{"a": 1}', "answer", ""])
+
+    rows = dict(read_rows(data))
+
+    assert rows[1] == {
+        "id": "list",
+        "context": ["first doc", "second, with comma"],
+        "generated_text": "answer",
+    }
+    assert rows[2] == {"id": "text", "context": "just one document", "generated_text": "answer"}
+    assert rows[3] == {
+        "id": "bracket",
+        "context": "[not json",
+        "generated_text": "answer",
+        "config": {"completeness": {"explain": True}},
+    }
+    assert rows[4] == {"id": "object", "context": '{"a": 1}', "generated_text": "answer"}
+
+
+def test_bad_rows_are_reported_in_place_and_the_rest_are_scored(tmp_path: Path) -> None:
+    data = write_jsonl(
+        tmp_path / "rows.jsonl",
+        [
+            {"id": "ok-1", **EGGS},
+            '{"id": "broken", "generated_text": ',
+            {"id": "no-text", "user_query": "Anything?"},
+            {"id": "wrong-type", "user_query": "Anything?", "generated_text": 42},
+            {"id": "bad-detector", **VPN, "config": {"toxicity": {}}},
+            "[1, 2, 3]",
+            {"id": "ok-2", **VPN},
+        ],
+    )
+
+    summary = run_file(data, batch_size=3)
+
+    lines = read_lines(tmp_path / "rows.scored.jsonl")
+    assert [line["row"] for line in lines] == [1, 2, 3, 4, 5, 6, 7]
+    errors = {line["row"]: line["error"] for line in lines if "error" in line}
+    assert set(errors) == {2, 3, 4, 5, 6}
+    assert errors[2]["field"] == "row" and "line 2" in errors[2]["message"]
+    assert "JSON" in errors[2]["message"]
+    assert errors[3] == {"field": "generated_text", "message": "Field required"}
+    assert errors[4]["field"] == "generated_text"
+    assert errors[5]["field"] == "config.toxicity"
+    assert "unknown detector" in errors[5]["message"]
+    assert errors[6]["field"] == "row"
+    assert lines[2]["id"] == "no-text" and "id" not in lines[1]
+    for scored in (lines[0], lines[6]):
+        assert 0.0 <= scored["output_relevance"]["score"] <= 1.0
+        assert 0.0 <= scored["completeness"]["score"] <= 1.0
+    assert summary.rows == 7 and summary.rows_failed == 5
+    assert [failure["row"] for failure in summary.failures] == [2, 3, 4, 5, 6]
+
+
+def test_summary_numbers_match_the_output_lines(tmp_path: Path) -> None:
+    out = tmp_path / "scored.jsonl"
+
+    summary = run_file(EXAMPLES, out, batch_size=4)
+
+    lines = read_lines(out)
+    written = json.loads((tmp_path / "scored.jsonl.summary.json").read_text(encoding="utf-8"))
+    assert written == summary.to_dict()
+    assert written["rows"] == len(lines) == 20
+    for name in ("output_relevance", "completeness"):
+        scores = [line[name]["score"] for line in lines if name in line]
+        numbers = written["detectors"][name]
+        assert numbers["rows_scored"] == len(scores) == 20
+        assert numbers["rows_errored"] == 0
+        assert numbers["mean_score"] == pytest.approx(mean(scores), abs=1e-4)
+        passing = sum(score >= PASS_THRESHOLD for score in scores) / len(scores)
+        assert numbers["share_passing"] == pytest.approx(passing, abs=1e-4)
+        first_instruction = [line[name]["instructions_list"][0]["label"] for line in lines]
+        rates = list(numbers["instruction_pass_rates"].values())
+        assert rates[0] == pytest.approx(mean(first_instruction), abs=1e-4)
+        assert len(rates) == len(lines[0][name]["instructions_list"])
+
+
+class _FailsOnMarker(Judge):
+    """Fault injection: fails every question about a response containing FAIL; the real
+    embedded judge answers the rest."""
+
+    name = "fails-on-marker"
+
+    async def answer(self, questions: Sequence[Question]) -> list[Verdict | JudgeFailure]:
+        real = await get_judge("embedded").answer(questions)
+        return [
+            JudgeFailure("timeout", "injected") if "FAIL" in q.generated_text else verdict
+            for q, verdict in zip(questions, real, strict=True)
+        ]
+
+
+def test_judge_failures_are_errors_in_the_summary_not_zero_scores(tmp_path: Path) -> None:
+    register_judge("fails-on-marker", _FailsOnMarker)
+    data = write_jsonl(
+        tmp_path / "rows.jsonl",
+        [
+            {"id": "a", **EGGS},
+            {"id": "b", **EGGS, "generated_text": "FAIL " + EGGS["generated_text"]},
+            {"id": "c", **VPN},
+        ],
+    )
+
+    summary = run_file(data, judge="fails-on-marker")
+
+    lines = read_lines(tmp_path / "rows.scored.jsonl")
+    assert lines[1]["output_relevance"] == {"error": True, "kind": "timeout", "message": "injected"}
+    relevance = summary.detectors["output_relevance"]
+    assert relevance.rows_errored == 1 and relevance.rows_scored == 2
+    expected = mean([lines[0]["output_relevance"]["score"], lines[2]["output_relevance"]["score"]])
+    assert relevance.mean_score == pytest.approx(expected, abs=1e-4)
+    assert summary.rows_failed == 0  # the row was valid; only its scoring failed
+
+
+class _CountingJudge(Judge):
+    """Delegates to the embedded judge and records how many items each call covered."""
+
+    name = "counting"
+
+    def __init__(self) -> None:
+        self.items_per_call: list[int] = []
+
+    async def answer(self, questions: Sequence[Question]) -> list[Verdict | JudgeFailure]:
+        self.items_per_call.append(len({q.generated_text for q in questions}))
+        return await get_judge("embedded").answer(questions)
+
+
+def test_rows_reach_the_judge_one_batch_per_call_and_progress_is_reported(
+    tmp_path: Path,
+) -> None:
+    counting = _CountingJudge()
+    register_judge("counting", lambda: counting)
+    rows = [
+        {"id": n, **EGGS, "generated_text": f"Answer {n}: boil for 6 minutes."} for n in range(5)
+    ]
+    data = write_jsonl(tmp_path / "rows.jsonl", rows)
+    progress: list[int] = []
+
+    run_file(data, judge="counting", batch_size=2, on_progress=progress.append)
+
+    assert counting.items_per_call == [2, 2, 1]
+    assert progress == [2, 4, 5]
+
+
+def test_named_detectors_are_the_only_ones_run(tmp_path: Path) -> None:
+    data = write_jsonl(tmp_path / "rows.jsonl", [{"id": 1, **EGGS}, {"id": 2, **VPN}])
+
+    summary = run_file(data, detectors=["completeness"], explain=True)
+
+    lines = read_lines(tmp_path / "rows.scored.jsonl")
+    assert [sorted(set(line) - {"row", "id"}) for line in lines] == [["completeness"]] * 2
+    assert all(e["explanation"] for e in lines[0]["completeness"]["instructions_list"])
+    assert list(summary.detectors) == ["completeness"]
+
+
+@pytest.mark.parametrize(
+    ("name", "options", "field"),
+    [
+        ("missing.jsonl", {}, "FILE"),
+        ("rows.parquet", {}, "FILE"),
+        ("rows.jsonl", {"detectors": ["toxicity"]}, "detector"),
+        ("rows.jsonl", {"judge": "no-such-judge"}, "judge"),
+    ],
+)
+def test_unusable_input_raises_before_writing_anything(
+    tmp_path: Path, name: str, options: dict[str, Any], field: str
+) -> None:
+    if name != "missing.jsonl":
+        (tmp_path / name).write_text(json.dumps({"id": 1, **EGGS}) + "\n", encoding="utf-8")
+
+    with pytest.raises(RequestValidationError) as raised:
+        run_file(tmp_path / name, **options)
+
+    assert raised.value.field == field
+    assert not list(tmp_path.glob("*.scored.jsonl*"))
+
+
+def test_off_topic_and_incomplete_examples_score_lower_than_good_examples(tmp_path: Path) -> None:
+    run_file(EXAMPLES, tmp_path / "scored.jsonl")
+
+    lines = read_lines(tmp_path / "scored.jsonl")
+    by_note: dict[str, list[dict[str, Any]]] = {}
+    for line in lines:
+        by_note.setdefault(line["note"], []).append(line)
+    assert {note: len(group) for note, group in by_note.items()} == {
+        "good": 8,
+        "off_topic": 5,
+        "incomplete": 5,
+        "contradicts_context": 2,
+    }
+
+    def mean_score(note: str, detector: str) -> float:
+        return float(mean(line[detector]["score"] for line in by_note[note]))
+
+    assert mean_score("off_topic", "output_relevance") < mean_score("good", "output_relevance")
+    assert mean_score("incomplete", "completeness") < mean_score("good", "completeness")
