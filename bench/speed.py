@@ -21,9 +21,12 @@ import numpy as np
 import common
 from assay.detectors.evaluate import detect_items, parse_item
 from assay.judges import get_judge
+from assay.schema import DetectRequestItem
 
 
-def items(detector: str, rows: list[tuple[str | None, str, tuple[str, ...]]]) -> list:  # type: ignore[type-arg]
+def items(
+    detector: str, rows: list[tuple[str | None, str, tuple[str, ...]]]
+) -> list[DetectRequestItem]:
     return [
         parse_item(
             {
@@ -38,17 +41,23 @@ def items(detector: str, rows: list[tuple[str | None, str, tuple[str, ...]]]) ->
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rows", type=int, default=200)
     parser.add_argument("--batch", type=int, default=32)
     args = parser.parse_args()
     get_judge("embedded")  # load the model before timing
     workloads = {
-        "output_relevance": [(r["query"], r["response"], ()) for r in common.relevance_rows()[: args.rows]],
-        "completeness": [(p["query"], p["a"], p["context"]) for p in common.pairwise_rows()[: args.rows]],
+        "output_relevance": [
+            (r["query"], r["response"], ()) for r in common.relevance_rows()[: args.rows]
+        ],
+        "completeness": [
+            (p["query"], p["a"], p["context"]) for p in common.pairwise_rows()[: args.rows]
+        ],
     }
     lines = [
-        "| detector | rows | mean words/response | throughput, batches of %d (rows/s) | latency p50 (ms) | latency p95 (ms) |" % args.batch,
+        f"| detector | rows | mean words/response | throughput, batches of {args.batch} (rows/s) | latency p50 (ms) | latency p95 (ms) |",
         "|---|---|---|---|---|---|",
     ]
     for detector, rows in workloads.items():
@@ -65,7 +74,9 @@ def main() -> None:
             latencies.append((time.perf_counter() - t0) * 1000)
         p50, p95 = np.percentile(latencies, [50, 95])
         words = np.mean([len(r.split()) for _, r, _ in rows])
-        lines.append(f"| {detector} | {len(rows)} | {words:.0f} | {throughput:.1f} | {p50:.0f} | {p95:.0f} |")
+        lines.append(
+            f"| {detector} | {len(rows)} | {words:.0f} | {throughput:.1f} | {p50:.0f} | {p95:.0f} |"
+        )
     text = "\n".join(lines)
     print(text)
     machine = f"{os.cpu_count()} cores"

@@ -1,0 +1,242 @@
+"""The `Detect` decorator and the `detect()` notebook function, built on `Client`/`AsyncClient`.
+
+`Detect` scores what the function it decorates returns, in-process or on a server (see
+`assay.client` for how the server is chosen); `detect()` scores one response in-process.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import inspect
+import json
+import os
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, ParamSpec, overload
+
+from assay._sync import run_sync
+from assay.client import AsyncClient, Client, DetectResponseItem, resolve_base_url
+from assay.detectors import DETECTORS
+from assay.detectors.evaluate import detect_items, parse_item
+
+__all__ = ["RETURNABLE_FIELDS", "Detect", "DetectResult", "detect"]
+
+#: Names a decorated function's return values may be given (`Detect(values_returned=...)`).
+RETURNABLE_FIELDS = ("generated_text", "context", "user_query", "instructions")
+P = ParamSpec("P")
+
+
+# --- the decorator ------------------------------------------------------------------------------
+
+
+@dataclass(repr=False)
+class DetectResult:
+    """What a `Detect`-decorated function returns after its own values.
+
+    status: 200 when detection succeeded (failures raise instead).
+    detect_response: the response item for the function's output (detector name -> result).
+    publish_response: the server's publishing receipts; always empty in-process.
+    """
+
+    status: int
+    detect_response: DetectResponseItem
+    publish_response: list[Any] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        response = json.dumps(self.detect_response, indent=2, ensure_ascii=False)
+        return (
+            f"DetectResult(status={self.status}, detect_response={response}, "
+            f"publish_response={self.publish_response!r})"
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"DetectResult(status={self.status}, detect_response={dict(self.detect_response)!r}, "
+            f"publish_response={self.publish_response!r})"
+        )
+
+
+class Detect:
+    """Decorator that scores what the decorated function returns.
+
+    The function's return values (a tuple, or a single value) are named by `values_returned`,
+    sent as one request item, and returned unchanged followed by a `DetectResult`. Sync and
+    async functions are both supported (an async function gets an async wrapper).
+
+    values_returned: names of the function's return values, in order; each one of
+        "generated_text", "context", "user_query", "instructions"; must include "generated_text".
+    config: detector name -> options, e.g. `{"output_relevance": {"detector_name": "default"}}`.
+    api_key: sent as `Authorization: Bearer <api_key>` to a server; default `$AIMON_API_KEY`;
+        not needed in-process.
+    async_mode: ask the server to score in the background (implies `publish`).
+    publish: ask the server to store the results (needs `application_name` and `model_name`).
+    application_name: the application the results are stored under when publishing.
+    model_name: the model the results are stored under when publishing.
+    must_compute: "all_or_none" (a failed detector fails the call) or "ignore_failures" (it is
+        reported as an error object in its place).
+    base_url: the server; default `$ASSAY_BASE_URL`, else `$CLIENT_BASE_URL`, else in-process.
+    judge: in-process judge backend (default `$ASSAY_JUDGE`, else "embedded").
+    """
+
+    def __init__(
+        self,
+        values_returned: Iterable[str],
+        config: Mapping[str, Mapping[str, Any]],
+        api_key: str | None = None,
+        async_mode: bool = False,
+        publish: bool = False,
+        application_name: str | None = None,
+        model_name: str | None = None,
+        must_compute: Literal["all_or_none", "ignore_failures"] = "all_or_none",
+        base_url: str | None = None,
+        judge: str | None = None,
+    ) -> None:
+        self.values_returned = _checked_values_returned(values_returned)
+        self.config = _checked_config(config, in_process=resolve_base_url(base_url) is None)
+        if must_compute not in ("all_or_none", "ignore_failures"):
+            raise ValueError(
+                f"must_compute must be 'all_or_none' or 'ignore_failures', got {must_compute!r}"
+            )
+        self.must_compute = must_compute
+        self.async_mode = bool(async_mode)
+        self.publish = bool(publish) or self.async_mode
+        for name, value in (("application_name", application_name), ("model_name", model_name)):
+            if self.publish and not (isinstance(value, str) and value.strip()):
+                raise ValueError(f"{name} is required when publish or async_mode is true")
+        self.application_name = application_name
+        self.model_name = model_name
+        key = api_key if api_key is not None else os.environ.get("AIMON_API_KEY")
+        self._client_args: dict[str, Any] = {
+            "auth_header": f"Bearer {key}" if key else None,
+            "base_url": base_url,
+            "judge": judge,
+        }
+        self._client = Client(**self._client_args)
+        # In-process an AsyncClient holds no loop-bound state, so one can be shared.
+        self._local_async_client = AsyncClient(**self._client_args)
+
+    def request_item(self, returned: Sequence[Any]) -> dict[str, Any]:
+        """The request item built from a decorated function's return values."""
+        if len(returned) < len(self.values_returned):
+            raise ValueError(
+                f"the decorated function returned {len(returned)} value(s) but values_returned "
+                f"names {len(self.values_returned)}: {', '.join(self.values_returned)}"
+            )
+        item: dict[str, Any] = dict(zip(self.values_returned, returned, strict=False))
+        item["config"] = copy.deepcopy(self.config)
+        item["publish"] = self.publish
+        item["async_mode"] = self.async_mode
+        item["must_compute"] = self.must_compute
+        if self.publish:
+            item["application_name"] = self.application_name
+            item["model_name"] = self.model_name
+        return item
+
+    async def _detect_async(self, item: dict[str, Any]) -> list[DetectResponseItem]:
+        if self._local_async_client.in_process:
+            return await self._local_async_client.inference.detect(body=[item])
+        # A remote AsyncClient's connections belong to one event loop; callers may use several.
+        async with AsyncClient(**self._client_args) as client:
+            return await client.inference.detect(body=[item])
+
+    @overload
+    def __call__(
+        self, func: Callable[P, Awaitable[Any]]
+    ) -> Callable[P, Awaitable[tuple[Any, ...]]]: ...
+
+    @overload
+    def __call__(self, func: Callable[P, Any]) -> Callable[P, tuple[Any, ...]]: ...
+
+    def __call__(self, func: Callable[P, Any]) -> Callable[P, Any]:
+        if inspect.iscoroutinefunction(func):
+
+            @functools.wraps(func)
+            async def async_wrapper(*args: P.args, **kwargs: P.kwargs) -> tuple[Any, ...]:
+                returned = _as_tuple(await func(*args, **kwargs))
+                response = await self._detect_async(self.request_item(returned))
+                return (*returned, DetectResult(200, response[0]))
+
+            return async_wrapper
+
+        @functools.wraps(func)
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> tuple[Any, ...]:
+            returned = _as_tuple(func(*args, **kwargs))
+            response = self._client.inference.detect(body=[self.request_item(returned)])
+            return (*returned, DetectResult(200, response[0]))
+
+        return wrapper
+
+
+def _as_tuple(value: Any) -> tuple[Any, ...]:
+    return value if isinstance(value, tuple) else (value,)
+
+
+def _checked_values_returned(values_returned: Iterable[str]) -> tuple[str, ...]:
+    if isinstance(values_returned, str):
+        values_returned = (values_returned,)
+    try:
+        names = tuple(values_returned)
+    except TypeError:
+        raise ValueError("values_returned must be a list of names") from None
+    if not names:
+        raise ValueError("values_returned must name at least one return value")
+    for name in names:
+        if name not in RETURNABLE_FIELDS:
+            raise ValueError(
+                f"values_returned: unknown name {name!r}; use {', '.join(RETURNABLE_FIELDS)}"
+            )
+    if len(set(names)) != len(names):
+        raise ValueError(f"values_returned names a value twice: {', '.join(names)}")
+    if "generated_text" not in names:
+        raise ValueError("values_returned must include 'generated_text'")
+    return names
+
+
+def _checked_config(
+    config: Mapping[str, Mapping[str, Any]], in_process: bool
+) -> dict[str, dict[str, Any]]:
+    if not isinstance(config, Mapping) or not config:
+        raise ValueError("config must map at least one detector name to its options")
+    for name, options in config.items():
+        if not isinstance(options, Mapping):
+            raise ValueError(f"config[{name!r}] must be a dict of options")
+        # A server may know more detectors than this process; only check what we will run here.
+        if in_process and name not in DETECTORS:
+            raise ValueError(f"config: unknown detector {name!r}; known: {', '.join(DETECTORS)}")
+    return {name: dict(options) for name, options in config.items()}
+
+
+# --- the notebook function ----------------------------------------------------------------------
+
+
+def detect(
+    generated_text: str,
+    user_query: str | None = None,
+    context: str | Sequence[str] | None = None,
+    detectors: str | Iterable[str] = ("output_relevance",),
+    explain: bool = False,
+    *,
+    judge: str | None = None,
+) -> DetectResponseItem:
+    """Score one response in-process and return detector name -> result.
+
+    generated_text: the response to judge.
+    user_query: the question it answers (required by output_relevance and completeness).
+    context: the context document(s) it should draw on (required by completeness).
+    detectors: the detector name(s) to run.
+    explain: whether each instruction gets an explanation.
+    judge: judge backend (default `$ASSAY_JUDGE`, else "embedded").
+    Raises `RequestValidationError` naming the offending argument, and `DetectorFailed` when a
+    detector cannot score the response.
+    """
+    names = [detectors] if isinstance(detectors, str) else list(detectors)
+    raw: dict[str, Any] = {
+        "generated_text": generated_text,
+        "user_query": user_query,
+        "context": context if context is None or isinstance(context, str) else list(context),
+        "config": {name: {"detector_name": "default", "explain": explain} for name in names},
+    }
+    item = parse_item(raw)
+    results = run_sync(detect_items([item], judge=judge))
+    return DetectResponseItem(results[0])

@@ -1,0 +1,176 @@
+"""Shared fixtures: a loopback HTTP stub for fault injection, and test-only judges."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from assay.detectors import DETECTORS
+from assay.judges import Judge, Question, Verdict, register_judge
+from assay.schema import JudgeFailure
+
+
+@dataclass
+class CannedResponse:
+    """What the stub answers: a status, a body (JSON-encoded unless it is a str) and headers.
+
+    hold: when set, the stub waits for this event before answering (to provoke client timeouts).
+    """
+
+    status: int
+    body: Any = None
+    headers: dict[str, str] = field(default_factory=dict)
+    hold: threading.Event | None = None
+
+
+@dataclass
+class RecordedRequest:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+
+
+@dataclass
+class StubServer:
+    """A real HTTP server on 127.0.0.1 that replays canned responses in order (the last one
+    repeats) and records every request it receives."""
+
+    url: str = ""
+    responses: list[CannedResponse] = field(default_factory=list)
+    requests: list[RecordedRequest] = field(default_factory=list)
+
+    def reply(self, *responses: CannedResponse) -> None:
+        self.responses = list(responses)
+
+    def next_response(self) -> CannedResponse:
+        if not self.responses:
+            return CannedResponse(500, {"detail": "stub has no canned response"})
+        return self.responses.pop(0) if len(self.responses) > 1 else self.responses[0]
+
+
+def _handler_for(stub: StubServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            try:
+                body: Any = json.loads(raw)
+            except ValueError:
+                body = raw.decode("utf-8", "replace")
+            headers = {name.lower(): value for name, value in self.headers.items()}
+            stub.requests.append(RecordedRequest("POST", self.path, headers, body))
+            canned = stub.next_response()
+            if canned.hold is not None:
+                canned.hold.wait(timeout=10)
+            payload = canned.body if isinstance(canned.body, str) else json.dumps(canned.body)
+            data = payload.encode("utf-8")
+            self.send_response(canned.status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for name, value in canned.headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+            with contextlib.suppress(OSError):  # the client may have given up (timeout test)
+                self.wfile.write(data)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    return Handler
+
+
+@pytest.fixture
+def stub_server() -> Iterator[StubServer]:
+    """A loopback HTTP server answering with canned responses (set them with `reply`)."""
+    stub = StubServer()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(stub))
+    server.daemon_threads = True
+    stub.url = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield stub
+    finally:
+        for canned in stub.responses:
+            if canned.hold is not None:
+                canned.hold.set()
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+@pytest.fixture
+def no_server_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run in-process on the embedded judge, whatever the developer's environment says."""
+    for name in ("ASSAY_BASE_URL", "CLIENT_BASE_URL", "ASSAY_JUDGE"):
+        monkeypatch.delenv(name, raising=False)
+
+
+class OverlapJudge(Judge):
+    """Test-only judge: P(follow) grows with the words the response shares with the query.
+    Deterministic and instant; for structure and fault checks, never for quality claims."""
+
+    name = "overlap"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def answer(self, questions: Sequence[Question]) -> list[Verdict | JudgeFailure]:
+        self.calls += 1
+        verdicts: list[Verdict | JudgeFailure] = []
+        for question in questions:
+            query = set((question.user_query or "").lower().split())
+            response = set(question.generated_text.lower().split())
+            overlap = len(query & response) / max(len(query), 1)
+            verdicts.append(Verdict(0.1 + 0.8 * overlap, explanation=f"overlap {overlap:.2f}"))
+        return verdicts
+
+
+class FailingJudge(Judge):
+    """Test-only judge that times out on every question."""
+
+    name = "failing"
+
+    async def answer(self, questions: Sequence[Question]) -> list[Verdict | JudgeFailure]:
+        return [JudgeFailure("timeout", "test judge always times out")] * len(questions)
+
+
+@pytest.fixture
+def overlap_judge() -> OverlapJudge:
+    """A fresh `OverlapJudge` registered as judge "overlap"."""
+    judge = OverlapJudge()
+    register_judge("overlap", lambda: judge)
+    return judge
+
+
+@pytest.fixture
+def failing_judge() -> str:
+    """Registers `FailingJudge` as judge "failing" and returns that name."""
+    register_judge("failing", FailingJudge)
+    return "failing"
+
+
+def assert_relevance_contract(result: dict[str, Any]) -> None:
+    """`result` has the published output_relevance shape and obeys the label/score contract."""
+    instructions = result["instructions_list"]
+    expected = [instruction.text for instruction in DETECTORS["output_relevance"].instructions]
+    assert [entry["instruction"] for entry in instructions] == expected
+    for entry in instructions:
+        assert set(entry) == {"explanation", "follow_probability", "instruction", "label"}
+        assert 0.0 <= entry["follow_probability"] <= 1.0
+        assert entry["follow_probability"] == round(entry["follow_probability"], 4)
+        assert entry["label"] == (entry["follow_probability"] >= 0.5)
+    labels = [entry["label"] for entry in instructions]
+    assert result["score"] == pytest.approx(sum(labels) / len(labels))
+
+
+def mean_follow_probability(result: dict[str, Any]) -> float:
+    probabilities = [entry["follow_probability"] for entry in result["instructions_list"]]
+    return float(sum(probabilities) / len(probabilities))

@@ -1,0 +1,630 @@
+"""Client, AsyncClient, Detect and detect(): in-process on the embedded judge, and remote against
+a real loopback HTTP server that injects faults."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import inspect
+import json
+import logging
+import pickle
+import socket
+import subprocess
+import sys
+import threading
+from typing import Any
+
+import pytest
+
+import assay
+from assay import (
+    APIConnectionError,
+    APIError,
+    APITimeoutError,
+    AsyncClient,
+    AuthenticationError,
+    BadRequestError,
+    Client,
+    Detect,
+    DetectorFailed,
+    DetectResponseItem,
+    DetectResult,
+    InternalServerError,
+    RateLimitError,
+    RequestValidationError,
+)
+from assay._sync import run_sync
+from assay.transport import retry_delay
+from conftest import (
+    CannedResponse,
+    OverlapJudge,
+    StubServer,
+    assert_relevance_contract,
+    mean_follow_probability,
+)
+
+pytestmark = pytest.mark.usefixtures("no_server_env")
+
+QUERY = "What is your return policy?"
+ON_TOPIC = "Our return policy allows returns within 30 days of purchase with a receipt."
+OFF_TOPIC = "The Eiffel Tower is one of the most visited monuments in the world."
+
+
+def relevance_item(generated_text: str = ON_TOPIC, **extra: Any) -> dict[str, Any]:
+    item: dict[str, Any] = {
+        "user_query": QUERY,
+        "generated_text": generated_text,
+        "config": {"output_relevance": {"detector_name": "default", "explain": True}},
+    }
+    item.update(extra)
+    return item
+
+
+# --- DetectResponseItem -------------------------------------------------------------------------
+
+
+def test_response_item_is_a_json_ready_dict_with_attribute_access() -> None:
+    result = {"instructions_list": [], "score": 1.0}
+    item = DetectResponseItem({"output_relevance": result})
+    assert isinstance(item, dict)
+    assert item.output_relevance is item["output_relevance"] is result
+    assert json.loads(json.dumps(item)) == {"output_relevance": result}
+    assert json.loads(json.dumps([item])) == [{"output_relevance": result}]
+    assert "output_relevance" in dir(item)
+
+
+def test_response_item_missing_attribute_raises_attribute_error() -> None:
+    item = DetectResponseItem({"output_relevance": {"score": 1.0}})
+    with pytest.raises(AttributeError, match="completeness"):
+        _ = item.completeness
+    assert not hasattr(item, "completeness")
+    assert getattr(item, "completeness", None) is None
+
+
+def test_response_item_survives_copy_and_pickle() -> None:
+    item = DetectResponseItem({"output_relevance": {"score": 0.5}})
+    for clone in (copy.deepcopy(item), pickle.loads(pickle.dumps(item))):
+        assert type(clone) is DetectResponseItem
+        assert clone == item
+        assert clone.output_relevance == {"score": 0.5}
+
+
+# --- in-process on the embedded judge -----------------------------------------------------------
+
+
+async def test_sync_and_async_clients_agree_in_process() -> None:
+    body = [relevance_item(ON_TOPIC), relevance_item(OFF_TOPIC)]
+    sync_response = Client().inference.detect(body=copy.deepcopy(body))
+    async with AsyncClient() as client:
+        async_response = await client.inference.detect(body=copy.deepcopy(body))
+    assert sync_response == async_response
+    assert all(isinstance(item, DetectResponseItem) for item in sync_response)
+    assert len(sync_response) == 2
+    for item in sync_response:
+        assert list(item) == ["output_relevance"]
+        assert_relevance_contract(item.output_relevance)
+        assert all(entry["explanation"] for entry in item.output_relevance["instructions_list"])
+    on_topic, off_topic = (item.output_relevance for item in sync_response)
+    assert mean_follow_probability(on_topic) > mean_follow_probability(off_topic)
+
+
+async def test_sync_client_called_inside_a_running_event_loop() -> None:
+    # A notebook cell or a coroutine calling sync code: asyncio.run would refuse to nest here.
+    response = Client().inference.detect(body=[relevance_item()])
+    async with AsyncClient() as client:
+        expected = await client.inference.detect(body=[relevance_item()])
+    assert response == expected
+    assert_relevance_contract(response[0].output_relevance)
+
+
+def test_explain_false_leaves_explanations_empty() -> None:
+    item = relevance_item()
+    item["config"]["output_relevance"]["explain"] = False
+    result = Client().inference.detect(body=[item])[0].output_relevance
+    assert_relevance_contract(result)
+    assert [entry["explanation"] for entry in result["instructions_list"]] == [""] * 4
+
+
+def test_single_item_body_is_accepted_as_a_list_of_one() -> None:
+    response = Client().inference.detect(body=relevance_item())
+    assert len(response) == 1
+    assert_relevance_contract(response[0].output_relevance)
+
+
+def test_detect_function_scores_one_response() -> None:
+    result = assay.detect(ON_TOPIC, user_query=QUERY, detectors="output_relevance")
+    assert list(result) == ["output_relevance"]
+    assert_relevance_contract(result.output_relevance)
+    assert {entry["explanation"] for entry in result.output_relevance["instructions_list"]} == {""}
+    off_topic = assay.detect(OFF_TOPIC, user_query=QUERY, explain=True)
+    assert mean_follow_probability(off_topic["output_relevance"]) < mean_follow_probability(
+        result["output_relevance"]
+    )
+
+
+def test_detect_function_names_the_missing_argument() -> None:
+    with pytest.raises(RequestValidationError) as caught:
+        assay.detect(ON_TOPIC)
+    assert caught.value.field == "user_query"
+
+
+# --- run_sync -----------------------------------------------------------------------------------
+
+
+async def _thread_and_loop() -> tuple[int, asyncio.AbstractEventLoop]:
+    return threading.get_ident(), asyncio.get_running_loop()
+
+
+def test_run_sync_without_a_loop_runs_in_this_thread() -> None:
+    thread_id, _ = run_sync(_thread_and_loop())
+    assert thread_id == threading.get_ident()
+
+
+async def test_run_sync_inside_a_loop_uses_another_thread_and_loop() -> None:
+    thread_id, loop = run_sync(_thread_and_loop())
+    assert thread_id != threading.get_ident()
+    assert loop is not asyncio.get_running_loop()
+
+
+async def test_run_sync_propagates_exceptions() -> None:
+    async def fail() -> None:
+        raise KeyError("boom")
+
+    with pytest.raises(KeyError, match="boom"):
+        run_sync(fail())
+
+
+# --- validation and failures (no model needed) --------------------------------------------------
+
+INVALID_ITEMS = [
+    pytest.param({"generated_text": None}, "[0].generated_text", id="missing-generated-text"),
+    pytest.param({"config": {"nope": {}}}, "[0].config.nope", id="unknown-detector"),
+    pytest.param({"must_compute": "sometimes"}, "[0].must_compute", id="bad-must-compute"),
+    pytest.param({"publish": "yes"}, "[0].publish", id="publish-not-bool"),
+    pytest.param({"user_query": None}, "[0].user_query", id="missing-required-input"),
+]
+
+
+def _invalid(changes: dict[str, Any]) -> dict[str, Any]:
+    item = relevance_item()
+    for key, value in changes.items():
+        if value is None:
+            del item[key]
+        else:
+            item[key] = value
+    return item
+
+
+@pytest.mark.parametrize(("changes", "field"), INVALID_ITEMS)
+def test_sync_validation_errors_name_the_field(
+    changes: dict[str, Any], field: str, overlap_judge: OverlapJudge
+) -> None:
+    with pytest.raises(RequestValidationError) as caught:
+        Client(judge="overlap").inference.detect(body=[_invalid(changes)])
+    assert caught.value.field == field
+    assert caught.value.message
+    assert overlap_judge.calls == 0
+
+
+@pytest.mark.parametrize(("changes", "field"), INVALID_ITEMS)
+async def test_async_validation_errors_name_the_field(
+    changes: dict[str, Any], field: str, overlap_judge: OverlapJudge
+) -> None:
+    async with AsyncClient(judge="overlap") as client:
+        with pytest.raises(RequestValidationError) as caught:
+            await client.inference.detect(body=[_invalid(changes)])
+    assert caught.value.field == field
+    assert overlap_judge.calls == 0
+
+
+def test_a_bad_second_item_is_named_by_its_index(overlap_judge: OverlapJudge) -> None:
+    with pytest.raises(RequestValidationError) as caught:
+        Client(judge="overlap").inference.detect(
+            body=[relevance_item(), _invalid({"generated_text": None})]
+        )
+    assert caught.value.field == "[1].generated_text"
+    assert overlap_judge.calls == 0
+
+
+@pytest.mark.parametrize("body", ["not a list", 42, []])
+def test_body_must_be_an_array_of_items(body: Any) -> None:
+    with pytest.raises(RequestValidationError) as caught:
+        Client(judge="overlap").inference.detect(body=body)
+    assert caught.value.field == "body"
+
+
+def test_judge_argument_selects_the_backend(overlap_judge: OverlapJudge) -> None:
+    result = Client(judge="overlap").inference.detect(body=[relevance_item()])[0].output_relevance
+    assert overlap_judge.calls == 1
+    assert result["instructions_list"][0]["explanation"].startswith("overlap")
+    assert_relevance_contract(result)
+
+
+def test_detector_failure_propagates_under_all_or_none(failing_judge: str) -> None:
+    with pytest.raises(DetectorFailed) as caught:
+        Client(judge=failing_judge).inference.detect(body=[relevance_item()])
+    assert caught.value.detector == "output_relevance"
+    assert caught.value.failure.kind == "timeout"
+
+
+async def test_ignore_failures_reports_an_explicit_error(failing_judge: str) -> None:
+    async with AsyncClient(judge=failing_judge) as client:
+        response = await client.inference.detect(
+            body=[relevance_item(must_compute="ignore_failures")]
+        )
+    assert response[0].output_relevance == {
+        "error": True,
+        "kind": "timeout",
+        "message": "test judge always times out",
+    }
+
+
+def test_publish_in_process_returns_results_and_warns_once(
+    overlap_judge: OverlapJudge, caplog: pytest.LogCaptureFixture
+) -> None:
+    client = Client(judge="overlap")
+    published = relevance_item(publish=True, application_name="app", model_name="model")
+    background = {**published, "async_mode": True}
+    with caplog.at_level(logging.WARNING, logger="assay.client"):
+        first = client.inference.detect(body=[published])
+        second = client.inference.detect(body=[background])
+    for response in (first, second):
+        assert_relevance_contract(response[0].output_relevance)
+    warnings = [r for r in caplog.records if r.name == "assay.client" and r.levelname == "WARNING"]
+    assert len(warnings) == 1
+    assert "base_url" in warnings[0].getMessage()
+
+
+def test_publish_without_names_is_rejected_in_process(overlap_judge: OverlapJudge) -> None:
+    with pytest.raises(RequestValidationError) as caught:
+        Client(judge="overlap").inference.detect(body=[relevance_item(publish=True)])
+    assert caught.value.field == "[0].application_name"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "word"), [({"timeout": 0}, "timeout"), ({"max_retries": -1}, "max_retries")]
+)
+def test_client_rejects_bad_settings(arguments: dict[str, Any], word: str) -> None:
+    with pytest.raises(ValueError, match=word):
+        Client(**arguments)
+
+
+def test_importing_assay_does_no_work() -> None:
+    code = (
+        "import sys, assay\n"
+        "heavy = {'assay.client', 'httpx', 'onnxruntime', 'numpy', 'assay.judges.embedded'}\n"
+        "assert not heavy & set(sys.modules), heavy & set(sys.modules)\n"
+        "from assay import Client, Detect, detect\n"
+        "import assay.client\n"
+        "assert Client is assay.client.Client and 'onnxruntime' not in sys.modules\n"
+    )
+    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert completed.returncode == 0, completed.stderr
+
+
+def test_unknown_top_level_name_is_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="no_such_name"):
+        _ = assay.no_such_name
+
+
+# --- the Detect decorator -----------------------------------------------------------------------
+
+RELEVANCE_CONFIG = {"output_relevance": {"detector_name": "default", "explain": True}}
+
+
+@pytest.mark.parametrize(
+    ("arguments", "word"),
+    [
+        ({"values_returned": []}, "values_returned"),
+        ({"values_returned": ["generated_text", "answer"]}, "answer"),
+        ({"values_returned": ["user_query"]}, "generated_text"),
+        ({"values_returned": ["generated_text", "generated_text"]}, "twice"),
+        ({"values_returned": 7}, "values_returned"),
+        ({"must_compute": "sometimes"}, "must_compute"),
+        ({"publish": True, "model_name": "m"}, "application_name"),
+        ({"async_mode": True, "application_name": "a"}, "model_name"),
+        ({"config": {}}, "config"),
+        ({"config": {"nope": {}}}, "nope"),
+        ({"config": {"output_relevance": True}}, "output_relevance"),
+    ],
+)
+def test_detect_rejects_bad_arguments(arguments: dict[str, Any], word: str) -> None:
+    settings: dict[str, Any] = {
+        "values_returned": ["user_query", "generated_text"],
+        "config": RELEVANCE_CONFIG,
+        **arguments,
+    }
+    with pytest.raises(ValueError, match=word):
+        Detect(**settings)
+
+
+def test_detect_needs_no_api_key_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AIMON_API_KEY", raising=False)
+    detect = Detect(["user_query", "generated_text"], RELEVANCE_CONFIG, api_key=None)
+    assert detect.publish is False
+
+
+def test_async_mode_implies_publish_and_fills_the_item() -> None:
+    detect = Detect(
+        ["generated_text", "user_query"],
+        RELEVANCE_CONFIG,
+        async_mode=True,
+        application_name="app",
+        model_name="model",
+        must_compute="ignore_failures",
+    )
+    assert detect.publish is True
+    assert detect.request_item((ON_TOPIC, QUERY)) == {
+        "generated_text": ON_TOPIC,
+        "user_query": QUERY,
+        "config": RELEVANCE_CONFIG,
+        "publish": True,
+        "async_mode": True,
+        "must_compute": "ignore_failures",
+        "application_name": "app",
+        "model_name": "model",
+    }
+
+
+def test_detect_wraps_a_single_return_value() -> None:
+    detect = Detect("generated_text", {"completeness": {}})
+    assert detect.request_item((ON_TOPIC,))["generated_text"] == ON_TOPIC
+
+    @detect
+    def answer() -> str:
+        return ON_TOPIC
+
+    # The single value went out as generated_text; completeness still needs a context.
+    with pytest.raises(RequestValidationError) as caught:
+        answer()
+    assert caught.value.field == "[0].context"
+
+
+def test_detect_rejects_too_few_return_values() -> None:
+    @Detect(["user_query", "generated_text"], RELEVANCE_CONFIG)
+    def answer() -> str:
+        return ON_TOPIC
+
+    with pytest.raises(ValueError, match="returned 1 value"):
+        answer()
+
+
+def test_detect_decorator_returns_values_and_result() -> None:
+    @Detect(["user_query", "generated_text"], RELEVANCE_CONFIG)
+    def answer(query: str) -> tuple[str, str]:
+        return query, ON_TOPIC
+
+    query, text, result = answer(QUERY)
+    assert (query, text) == (QUERY, ON_TOPIC)
+    assert isinstance(result, DetectResult)
+    assert result.status == 200
+    assert result.publish_response == []
+    assert result.detect_response == Client().inference.detect(body=[relevance_item()])[0]
+    assert_relevance_contract(result.detect_response.output_relevance)
+    assert answer.__name__ == "answer"
+    for text_form in (str(result), repr(result)):
+        assert text_form.startswith("DetectResult(status=200")
+        assert "output_relevance" in text_form and "publish_response=[]" in text_form
+
+
+async def test_detect_decorates_async_functions() -> None:
+    detect = Detect(["user_query", "generated_text"], RELEVANCE_CONFIG)
+
+    @detect
+    async def answer(query: str) -> tuple[str, str]:
+        await asyncio.sleep(0)
+        return query, ON_TOPIC
+
+    assert inspect.iscoroutinefunction(answer)
+    query, text, result = await answer(QUERY)
+    assert (query, text) == (QUERY, ON_TOPIC)
+    assert result.status == 200
+    async with AsyncClient() as client:
+        expected = await client.inference.detect(body=[relevance_item()])
+    assert result.detect_response == expected[0]
+
+
+# --- remote, against a loopback server ----------------------------------------------------------
+
+CANNED = [{"output_relevance": {"instructions_list": [], "score": 0.75}}]
+
+
+def test_remote_posts_the_array_and_forwards_authorization_verbatim(
+    stub_server: StubServer,
+) -> None:
+    stub_server.reply(CannedResponse(200, CANNED))
+    with Client(
+        auth_header="Bearer  key.with_odd-chars==", base_url=stub_server.url + "/"
+    ) as client:
+        response = client.inference.detect(body=[relevance_item()])
+    assert response == CANNED
+    assert response[0].output_relevance["score"] == 0.75
+    [request] = stub_server.requests
+    assert (request.method, request.path) == ("POST", "/v2/detect")
+    assert request.headers["authorization"] == "Bearer  key.with_odd-chars=="
+    assert request.body == [relevance_item()]
+
+
+def test_remote_without_auth_header_sends_none(stub_server: StubServer) -> None:
+    stub_server.reply(CannedResponse(200, CANNED))
+    Client(base_url=stub_server.url).inference.detect(body=[relevance_item()])
+    assert "authorization" not in stub_server.requests[0].headers
+
+
+def test_remote_retries_429_honouring_retry_after(stub_server: StubServer) -> None:
+    stub_server.reply(
+        CannedResponse(429, {"detail": "slow down"}, {"Retry-After": "0"}),
+        CannedResponse(200, CANNED),
+    )
+    response = Client(base_url=stub_server.url).inference.detect(body=[relevance_item()])
+    assert response == CANNED
+    assert len(stub_server.requests) == 2
+
+
+def test_remote_rate_limit_raised_once_retries_run_out(stub_server: StubServer) -> None:
+    stub_server.reply(CannedResponse(429, {"detail": "slow down"}, {"Retry-After": "0"}))
+    with pytest.raises(RateLimitError) as caught:
+        Client(base_url=stub_server.url, max_retries=1).inference.detect(body=[relevance_item()])
+    assert caught.value.status_code == 429
+    assert caught.value.message == "slow down"
+    assert len(stub_server.requests) == 2
+
+
+def test_remote_401_is_an_authentication_error_with_the_server_message(
+    stub_server: StubServer,
+) -> None:
+    stub_server.reply(CannedResponse(401, {"detail": "invalid API key"}))
+    with pytest.raises(AuthenticationError) as caught:
+        Client(auth_header="Bearer wrong", base_url=stub_server.url).inference.detect(
+            body=[relevance_item()]
+        )
+    assert caught.value.status_code == 401
+    assert caught.value.message == "invalid API key"
+    assert caught.value.body == {"detail": "invalid API key"}
+    assert len(stub_server.requests) == 1  # never retried
+
+
+def test_remote_500_is_retried_then_raised(stub_server: StubServer) -> None:
+    stub_server.reply(CannedResponse(500, {"message": "judge crashed"}, {"Retry-After": "0"}))
+    with pytest.raises(InternalServerError) as caught:
+        Client(base_url=stub_server.url, max_retries=2).inference.detect(body=[relevance_item()])
+    assert caught.value.status_code == 500
+    assert caught.value.message == "judge crashed"
+    assert len(stub_server.requests) == 3
+
+
+def test_remote_422_is_a_bad_request_naming_the_field(stub_server: StubServer) -> None:
+    detail = [{"loc": ["body", 0, "generated_text"], "msg": "Field required"}]
+    stub_server.reply(CannedResponse(422, {"detail": detail}))
+    with pytest.raises(BadRequestError) as caught:
+        Client(base_url=stub_server.url).inference.detect(body=[relevance_item()])
+    assert "body.0.generated_text: Field required" in caught.value.message
+    assert len(stub_server.requests) == 1
+
+
+def test_remote_success_that_is_not_json_is_an_api_error(stub_server: StubServer) -> None:
+    stub_server.reply(CannedResponse(200, "<html>proxy login</html>"))
+    with pytest.raises(APIError, match="JSON array") as caught:
+        Client(base_url=stub_server.url).inference.detect(body=[relevance_item()])
+    assert caught.value.body == "<html>proxy login</html>"
+
+
+def test_base_url_comes_from_client_base_url_env(
+    stub_server: StubServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CLIENT_BASE_URL", stub_server.url)
+    stub_server.reply(CannedResponse(200, CANNED))
+    client = Client()
+    assert client.base_url == stub_server.url
+    assert client.inference.detect(body=[relevance_item()]) == CANNED
+    assert len(stub_server.requests) == 1
+
+
+def test_assay_base_url_env_wins_over_client_base_url(
+    stub_server: StubServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ASSAY_BASE_URL", stub_server.url)
+    monkeypatch.setenv("CLIENT_BASE_URL", "http://127.0.0.1:9")
+    stub_server.reply(CannedResponse(200, CANNED))
+    assert Client(max_retries=0).inference.detect(body=[relevance_item()]) == CANNED
+
+
+async def test_async_client_remote_retries_then_succeeds(stub_server: StubServer) -> None:
+    stub_server.reply(
+        CannedResponse(503, {"detail": "warming up"}, {"Retry-After": "0"}),
+        CannedResponse(200, CANNED),
+    )
+    async with AsyncClient(auth_header="Token t", base_url=stub_server.url) as client:
+        response = await client.inference.detect(body=[relevance_item()])
+    assert response == CANNED
+    assert isinstance(response[0], DetectResponseItem)
+    assert [r.headers["authorization"] for r in stub_server.requests] == ["Token t"] * 2
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+def test_unreachable_server_is_a_connection_error() -> None:
+    client = Client(base_url=f"http://127.0.0.1:{_closed_port()}", max_retries=0)
+    with pytest.raises(APIConnectionError) as caught:
+        client.inference.detect(body=[relevance_item()])
+    assert caught.value.status_code is None
+
+
+def test_slow_server_is_a_timeout_error(stub_server: StubServer) -> None:
+    release = threading.Event()
+    stub_server.reply(CannedResponse(200, CANNED, hold=release))
+    client = Client(base_url=stub_server.url, timeout=0.2, max_retries=0)
+    try:
+        with pytest.raises(APITimeoutError):
+            client.inference.detect(body=[relevance_item()])
+    finally:
+        release.set()
+        client.close()
+
+
+def test_detect_decorator_posts_to_a_server(stub_server: StubServer) -> None:
+    stub_server.reply(CannedResponse(200, CANNED))
+
+    @Detect(
+        ["user_query", "generated_text"],
+        {"any_server_detector": {}},
+        api_key="k",
+        publish=True,
+        application_name="app",
+        model_name="model",
+        base_url=stub_server.url,
+    )
+    def answer() -> tuple[str, str]:
+        return QUERY, ON_TOPIC
+
+    *_, result = answer()
+    assert result.detect_response == CANNED[0]
+    [request] = stub_server.requests
+    assert request.headers["authorization"] == "Bearer k"
+    assert request.body == [
+        {
+            "user_query": QUERY,
+            "generated_text": ON_TOPIC,
+            "config": {"any_server_detector": {}},
+            "publish": True,
+            "async_mode": False,
+            "must_compute": "all_or_none",
+            "application_name": "app",
+            "model_name": "model",
+        }
+    ]
+
+
+async def test_async_detect_decorator_posts_to_a_server(stub_server: StubServer) -> None:
+    stub_server.reply(CannedResponse(200, CANNED))
+    detect = Detect(["generated_text"], RELEVANCE_CONFIG, base_url=stub_server.url)
+
+    @detect
+    async def answer() -> str:
+        return ON_TOPIC
+
+    text, result = await answer()
+    assert text == ON_TOPIC
+    assert result.detect_response == CANNED[0]
+    assert stub_server.requests[0].body[0]["generated_text"] == ON_TOPIC
+
+
+# --- retry timing (computed, never measured) ----------------------------------------------------
+
+
+def test_retry_delay_honours_retry_after_and_backs_off_with_jitter() -> None:
+    assert retry_delay(0, "0") == 0.0
+    assert retry_delay(3, "1.5") == 1.5
+    assert retry_delay(0, "3600") == 60.0  # capped
+    assert retry_delay(0, "Wed, 21 Oct 2015 07:28:00 GMT") == 0.0  # a date in the past
+    for attempt, ceiling in ((0, 0.5), (1, 1.0), (2, 2.0), (10, 8.0)):
+        delays = {retry_delay(attempt, None) for _ in range(20)}
+        assert all(ceiling / 2 <= delay <= ceiling for delay in delays)
+        assert len(delays) > 1  # jittered
+    assert 0.25 <= retry_delay(0, "soon") <= 0.5  # unparseable: ordinary backoff
