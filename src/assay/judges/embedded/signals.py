@@ -99,26 +99,39 @@ class Evidence:
         self.aspects = _query_aspects(self.query) if self.query else []
 
     def texts(self) -> list[str]:
-        """Every text this item needs embedded (duplicates are fine; the judge dedups)."""
-        wanted = [self.response, *self.sentences, *self.statements, *self.aspects]
+        """Every text this item needs embedded (duplicates are fine; the judge dedups).
+
+        Whole texts are not encoded: the response's and context's vectors are the word-weighted
+        means of their sentences, which halves encoder work and sees past the 256-token window.
+        """
+        wanted = [*self.sentences, *self.statements, *self.aspects]
         if self.query:
             wanted.append(self.query)
-        if self.context:
-            wanted.append(" ".join(self.context))
         return wanted
 
     def attach(self, lookup: Callable[[str], Matrix]) -> None:
         def stack(items: Sequence[str]) -> Matrix:
             return np.stack([lookup(t) for t in items]) if items else np.zeros((0, 384), np.float32)
 
+        sentences, statements = stack(self.sentences), stack(self.statements)
         self.vectors = {
-            "response": stack([self.response]),
-            "sentences": stack(self.sentences),
-            "statements": stack(self.statements),
+            "response": _mean_vector(sentences, self.sentences),
+            "sentences": sentences,
+            "statements": statements,
             "aspects": stack(self.aspects),
             "query": stack([self.query] if self.query else []),
-            "context": stack([" ".join(self.context)] if self.context else []),
+            "context": _mean_vector(statements, self.statements),
         }
+
+
+def _mean_vector(vectors: Matrix, texts: Sequence[str]) -> Matrix:
+    """The unit-length, word-count-weighted mean of `vectors`, as a 1-row matrix."""
+    if not texts:
+        return np.zeros((0, 384), np.float32)
+    weights = np.array([max(T.word_count(t), 1) for t in texts], dtype=np.float32)
+    mean = (vectors * weights[:, None]).sum(axis=0)
+    unit: Matrix = (mean / max(float(np.linalg.norm(mean)), 1e-12))[None, :].astype(np.float32)
+    return unit
 
 
 def _query_aspects(query: str) -> list[str]:
