@@ -150,7 +150,6 @@ def shared_features(ev: Evidence) -> None:
         centroid_min=float(centroid.min()),
         first_person_share=sum(first_person) / len(first_person),
     )
-    ev.notes.update(drifting_sentence=ev.sentences[int(centroid.argmin())])
 
 
 def relevance_features(ev: Evidence) -> None:
