@@ -18,6 +18,7 @@ import numpy as np
 
 from assay.detectors import DETECTORS
 from assay.judges.base import Question
+from assay.judges.embedded import signals, text
 from assay.judges.embedded.encoder import Encoder, load_encoder
 from assay.judges.embedded.judge import gather
 
@@ -114,7 +115,11 @@ def features(
 ) -> list[dict[str, float]]:
     """Evidence features for each (query, response, context), cached on disk per encoder."""
     items = list(items)
-    digest = hashlib.sha256(json.dumps([encoder_name, detector, items]).encode()).hexdigest()[:16]
+    # The key covers the feature code too, so editing a feature never reads stale numbers.
+    code = "".join(Path(module.__file__ or "").read_text() for module in (signals, text))
+    digest = hashlib.sha256(json.dumps([encoder_name, detector, items, code]).encode()).hexdigest()[
+        :16
+    ]
     cache_file = CACHE / f"{detector}-{encoder_name}-{digest}.json"
     if cache_file.exists():
         cached: list[dict[str, float]] = json.loads(cache_file.read_text())

@@ -156,7 +156,8 @@ def relevance_features(ev: Evidence) -> None:
     """Query↔response alignment: whole response, each sentence, and the query's key terms."""
     v = ev.vectors
     query = v["query"][0]
-    sims = v["sentences"] @ query
+    # A sentence may answer one part of a multi-part query better than the query as a whole.
+    sims = np.maximum(v["sentences"] @ query, (v["sentences"] @ v["aspects"].T).max(axis=1))
     top = float(sims.max())
     offtopic = sims < max(0.15, 0.45 * top)
     query_words = T.content_words(ev.query or "")
