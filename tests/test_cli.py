@@ -12,27 +12,9 @@ from typer.testing import CliRunner
 
 from assay.cli import app
 from assay.schema import MAX_TEXT_CHARS
+from published_instructions import COMPLETENESS, OUTPUT_RELEVANCE
 
 runner = CliRunner()
-
-#: The published instruction lists, byte-exact (output_relevance ends with periods,
-#: completeness does not).
-OUTPUT_RELEVANCE_INSTRUCTIONS = [
-    "Response should directly address the core intent of the user query.",
-    "Response should prioritize information that is specifically relevant to the question asked.",
-    "Response should avoid including unrelated or tangential information.",
-    "Response should not misinterpret or distort the meaning of the query.",
-]
-COMPLETENESS_INSTRUCTIONS = [
-    "Response should fully address all aspects of the user query",
-    "Response should include all key information explicitly stated in the context documents",
-    "Response should not omit critical details needed to understand or answer the query",
-    "Response should avoid including incorrect or misleading interpretations of the context",
-    "Response should follow a clear and logical structure, making it easy to understand",
-    "Response should provide examples or explanations when necessary to clarify complex points",
-    "Response should not contradict information in the context or within itself",
-    "Response should accurately represent all relevant information without adding irrelevant content",  # noqa: E501
-]
 
 QUERY = "How long should I boil eggs for a soft yolk?"
 CONTEXT = "For soft-boiled eggs, lower cold eggs into boiling water and cook them for 6 minutes."
@@ -61,7 +43,7 @@ def test_detectors_lists_both_detectors_and_every_instruction_byte_exact() -> No
     lines = result.stdout.splitlines()
     assert any(line.startswith("output_relevance") for line in lines)
     assert any(line.startswith("completeness") for line in lines)
-    for text in OUTPUT_RELEVANCE_INSTRUCTIONS + COMPLETENESS_INSTRUCTIONS:
+    for text in OUTPUT_RELEVANCE + COMPLETENESS:
         # Whole on one line, ending the line: not wrapped, not truncated, punctuation intact.
         assert any(line.endswith(": " + text) for line in lines), text
 
@@ -73,8 +55,8 @@ def test_detectors_json_gives_inputs_and_instructions() -> None:
     listing = {entry["name"]: entry for entry in json.loads(result.stdout)}
     assert set(listing) == {"output_relevance", "completeness"}
     relevance, completeness = listing["output_relevance"], listing["completeness"]
-    assert [i["text"] for i in relevance["instructions"]] == OUTPUT_RELEVANCE_INSTRUCTIONS
-    assert [i["text"] for i in completeness["instructions"]] == COMPLETENESS_INSTRUCTIONS
+    assert [i["text"] for i in relevance["instructions"]] == OUTPUT_RELEVANCE
+    assert [i["text"] for i in completeness["instructions"]] == COMPLETENESS
     assert set(relevance["required_inputs"]) == {"user_query", "generated_text"}
     assert set(completeness["required_inputs"]) == {"context", "generated_text"}
     assert relevance["description"] and completeness["description"]
@@ -89,10 +71,10 @@ def test_detect_prints_one_item_with_every_detector_whose_inputs_are_given() -> 
     items = json.loads(result.stdout)
     assert isinstance(items, list) and len(items) == 1
     assert set(items[0]) == {"output_relevance", "completeness"}
-    assert_contract(items[0]["output_relevance"], OUTPUT_RELEVANCE_INSTRUCTIONS)
-    assert_contract(items[0]["completeness"], COMPLETENESS_INSTRUCTIONS)
+    assert_contract(items[0]["output_relevance"], OUTPUT_RELEVANCE)
+    assert_contract(items[0]["completeness"], COMPLETENESS)
     explanations = [e["explanation"] for e in items[0]["completeness"]["instructions_list"]]
-    assert explanations == [""] * len(COMPLETENESS_INSTRUCTIONS)
+    assert explanations == [""] * len(COMPLETENESS)
 
 
 def test_detect_picks_only_detectors_whose_inputs_are_given() -> None:
@@ -239,8 +221,8 @@ def test_real_process_scores_a_response() -> None:
 
     assert completed.returncode == 0, completed.stderr
     item = json.loads(completed.stdout)[0]
-    assert_contract(item["output_relevance"], OUTPUT_RELEVANCE_INSTRUCTIONS)
-    assert_contract(item["completeness"], COMPLETENESS_INSTRUCTIONS)
+    assert_contract(item["output_relevance"], OUTPUT_RELEVANCE)
+    assert_contract(item["completeness"], COMPLETENESS)
 
 
 def test_real_process_bad_input_has_no_traceback() -> None:
