@@ -1,0 +1,63 @@
+"""Read a run's output file back: one dict per input row, in row order.
+
+Output comes as JSON Lines (one object per line) or Parquet (a `record` column holding each
+line's JSON, next to flat columns for querying). Reports, `--retry-failed` and the summary all
+read output through here, so they see the same lines whichever format was written.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from assay.schema import RequestValidationError
+
+#: Output formats by extension.
+OUTPUT_SUFFIXES = (".jsonl", ".ndjson", ".parquet")
+#: The Parquet column that holds each output line as JSON.
+RECORD_COLUMN = "record"
+
+
+def check_output_path(path: Path) -> None:
+    """Raise RequestValidationError (field "out") if `path` has an extension we cannot write."""
+    if path.suffix.lower() not in OUTPUT_SUFFIXES:
+        known = ", ".join(OUTPUT_SUFFIXES)
+        raise RequestValidationError(
+            "out", f"unsupported output type {path.suffix or '(none)'!r}; use one of {known}"
+        )
+
+
+def iter_output_lines(path: Path) -> Iterator[dict[str, Any]]:
+    """Yield every output line of a finished run (JSONL or Parquet, by extension)."""
+    if not path.is_file():
+        raise RequestValidationError("OUTPUT", f"{path} does not exist")
+    check_output_path(path)
+    if path.suffix.lower() == ".parquet":
+        yield from _parquet_lines(path)
+        return
+    with path.open(encoding="utf-8") as handle:
+        for number, text in enumerate(handle, start=1):
+            if not text.strip():
+                continue
+            try:
+                value = json.loads(text)
+            except json.JSONDecodeError as error:
+                raise RequestValidationError(
+                    "OUTPUT", f"line {number} of {path} is not valid JSON: {error.msg}"
+                ) from None
+            yield value
+
+
+def _parquet_lines(path: Path) -> Iterator[dict[str, Any]]:
+    import pyarrow.parquet as pq  # imported here: pyarrow is slow to import
+
+    parquet = pq.ParquetFile(path)
+    if RECORD_COLUMN not in parquet.schema_arrow.names:
+        raise RequestValidationError(
+            "OUTPUT", f"{path} has no {RECORD_COLUMN!r} column; is it an assay output file?"
+        )
+    for batch in parquet.iter_batches(columns=[RECORD_COLUMN], batch_size=4096):
+        for text in batch.column(0).to_pylist():
+            yield json.loads(text)
