@@ -151,7 +151,8 @@ def test_bad_rows_are_reported_in_place_and_the_rest_are_scored(tmp_path: Path) 
     assert set(errors) == {2, 3, 4, 5, 6}
     assert errors[2]["field"] == "row" and "line 2" in errors[2]["message"]
     assert "JSON" in errors[2]["message"]
-    assert errors[3] == {"field": "generated_text", "message": "Field required"}
+    assert errors[3] == {"field": "generated_text", "kind": "invalid_row", "message": "Field required"}
+    assert summary.failures_by_kind == {"invalid_row": 5}
     assert errors[4]["field"] == "generated_text"
     assert errors[5]["field"] == "config.toxicity"
     assert "unknown detector" in errors[5]["message"]
@@ -250,7 +251,7 @@ def test_rows_reach_the_judge_one_batch_per_call_and_progress_is_reported(
     run_file(data, judge="counting", batch_size=2, on_progress=progress.append)
 
     assert counting.items_per_call == [2, 2, 1]
-    assert progress == [2, 4, 5]
+    assert progress == [0, 2, 4, 5]
 
 
 def test_named_detectors_are_the_only_ones_run(tmp_path: Path) -> None:
@@ -268,7 +269,7 @@ def test_named_detectors_are_the_only_ones_run(tmp_path: Path) -> None:
     ("name", "options", "field"),
     [
         ("missing.jsonl", {}, "FILE"),
-        ("rows.parquet", {}, "FILE"),
+        ("rows.txt", {}, "FILE"),
         ("rows.jsonl", {"detectors": ["toxicity"]}, "detector"),
         ("rows.jsonl", {"judge": "no-such-judge"}, "judge"),
     ],

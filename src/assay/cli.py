@@ -21,6 +21,7 @@ from rich.progress import (
     Progress,
     ProgressColumn,
     Task,
+    TaskID,
     TextColumn,
     TimeRemainingColumn,
 )
@@ -33,10 +34,18 @@ from assay.detectors.evaluate import detect_items, parse_item
 from assay.runner.io import count_rows
 from assay.runner.local import (
     DEFAULT_BATCH_SIZE,
+    DEFAULT_STREAM_BATCH_SIZE,
+    RunOptions,
+    default_output_path,
+    run_file,
+)
+from assay.runner.output import check_output_path
+from assay.runner.retry import retry_failed_async
+from assay.runner.rows import (
+    DetectorScorer,
     build_request,
     check_detector_names,
     check_judge_name,
-    run_file,
 )
 from assay.runner.summary import PASS_THRESHOLD, RunSummary
 from assay.schema import DetectorFailed, RequestValidationError
@@ -64,7 +73,11 @@ _RUN_OPTIONS = {
     "detector": "--detector",
     "judge": "--judge",
     "out": "--out",
+    "map": "--map",
     "batch_size": "--batch-size",
+    "stream_batch_size": "--stream-batch-size",
+    "workers": "--workers",
+    "row_timeout": "--row-timeout",
 }
 
 
@@ -183,7 +196,7 @@ class _RateColumn(ProgressColumn):
 
 @app.command()
 def run(
-    file: Annotated[Path, typer.Argument(help="Dataset to score: .jsonl or .csv.")],
+    file: Annotated[Path, typer.Argument(help="Dataset to score: .jsonl, .csv or .parquet.")],
     detector: Annotated[
         list[str] | None,
         typer.Option(
@@ -194,44 +207,109 @@ def run(
     ] = None,
     out: Annotated[
         Path | None,
-        typer.Option("--out", "-o", help="Output JSONL (default: <input stem>.scored.jsonl)."),
+        typer.Option(
+            "--out", "-o", help="Output .jsonl or .parquet (default: <input stem>.scored.jsonl)."
+        ),
     ] = None,
     explain: Annotated[bool, typer.Option("--explain", help="Include explanations.")] = False,
     judge: Annotated[
         str | None, typer.Option("--judge", help="Judge backend (default: embedded).")
     ] = None,
+    column: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--map",
+            help="Use a differently named column: FIELD=COLUMN, e.g. generated_text=answer "
+            "(repeatable).",
+        ),
+    ] = None,
     batch_size: Annotated[
         int, typer.Option("--batch-size", min=1, help="Rows per judge call.")
     ] = DEFAULT_BATCH_SIZE,
+    stream_batch_size: Annotated[
+        int,
+        typer.Option(
+            "--stream-batch-size", min=1, help="Rows read, written and checkpointed together."
+        ),
+    ] = DEFAULT_STREAM_BATCH_SIZE,
+    workers: Annotated[
+        int, typer.Option("--workers", min=1, help="Judge calls in flight at once.")
+    ] = 1,
+    row_timeout: Annotated[
+        float | None,
+        typer.Option("--row-timeout", help="Seconds a row may take before it is a timeout error."),
+    ] = None,
+    restart: Annotated[
+        bool, typer.Option("--restart", help="Ignore an unfinished run's checkpoint; start over.")
+    ] = False,
+    retry_failed: Annotated[
+        bool,
+        typer.Option("--retry-failed", help="Rescore only the failed rows of a finished run."),
+    ] = False,
 ) -> None:
-    """Score every row of a JSONL or CSV file; write one JSON line per row and a summary."""
+    """Score every row of a dataset; write one record per row and a summary.
+
+    An interrupted run continues where it stopped when started again with the same command.
+    """
     with _reported_errors(_RUN_OPTIONS):
-        # Checked up front too, so an unusable run fails before a progress bar is drawn.
-        if detector:
-            check_detector_names(detector)
-        if judge is not None:
-            check_judge_name(judge)
-        total = count_rows(file)
-        progress = Progress(
-            TextColumn("scoring"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            _RateColumn(),
-            TimeRemainingColumn(),
-            console=Console(stderr=True),
+        scorer = DetectorScorer(
+            tuple(detector) if detector else None, explain, judge, parse_column_map(column or [])
         )
-        with progress:
-            task = progress.add_task("scoring", total=total)
-            summary = run_file(
-                file,
-                out,
-                detectors=detector,
-                explain=explain,
-                judge=judge,
-                batch_size=batch_size,
-                on_progress=lambda done: progress.update(task, completed=done),
-            )
+        options = RunOptions(batch_size, stream_batch_size, workers, row_timeout)
+        # Checked up front too, so an unusable run fails before a progress bar is drawn.
+        scorer.check()
+        options.check()
+        output = out or default_output_path(file)
+        check_output_path(output)
+        total = count_rows(file)
+        with _progress_bar("retrying" if retry_failed else "scoring") as (progress, task):
+            if retry_failed:
+                summary, retried = run_sync(
+                    retry_failed_async(
+                        file,
+                        output,
+                        scorer,
+                        options,
+                        lambda done: progress.update(task, completed=done),
+                    )
+                )
+                progress.update(task, total=retried)
+            else:
+                progress.update(task, total=total)
+                summary = run_file(
+                    file,
+                    output,
+                    scorer=scorer,
+                    options=options,
+                    restart=restart,
+                    on_progress=lambda done: progress.update(task, completed=done),
+                )
     _print_summary(summary)
+
+
+def parse_column_map(specs: list[str]) -> tuple[tuple[str, str], ...]:
+    """`["generated_text=answer"]` -> `(("generated_text", "answer"),)`; field "map" on error."""
+    pairs = []
+    for spec in specs:
+        wanted, sep, present = spec.partition("=")
+        if not sep or not wanted.strip() or not present.strip():
+            raise RequestValidationError("map", f"expected FIELD=COLUMN, got {spec!r}")
+        pairs.append((wanted.strip(), present.strip()))
+    return tuple(pairs)
+
+
+@contextmanager
+def _progress_bar(label: str) -> Iterator[tuple[Progress, TaskID]]:
+    progress = Progress(
+        TextColumn(label),
+        BarColumn(),
+        MofNCompleteColumn(),
+        _RateColumn(),
+        TimeRemainingColumn(),
+        console=Console(stderr=True),
+    )
+    with progress:
+        yield progress, progress.add_task(label, total=None)
 
 
 def _percent(value: float | None) -> str:

@@ -1,4 +1,4 @@
-"""Read dataset rows from JSONL or CSV and write scored rows as JSONL.
+"""Read dataset rows from JSONL, CSV or Parquet.
 
 Rows stream: nothing holds the whole file in memory. A row that cannot be read (a malformed JSON
 line, a CSV row with too many cells) is yielded as an exception in its place, so the caller can
@@ -11,8 +11,7 @@ import csv
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from types import TracebackType
-from typing import Any, TextIO
+from typing import Any
 
 from assay.schema import RequestValidationError
 
@@ -20,6 +19,11 @@ from assay.schema import RequestValidationError
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
 #: File extensions read as CSV with a header row.
 CSV_SUFFIXES = (".csv",)
+#: File extensions read as Parquet (pyarrow), a record batch at a time.
+PARQUET_SUFFIXES = (".parquet", ".pq")
+INPUT_SUFFIXES = JSONL_SUFFIXES + CSV_SUFFIXES + PARQUET_SUFFIXES
+#: Rows per Parquet record batch read at once.
+_PARQUET_BATCH_ROWS = 1024
 
 #: A row as read: its 1-based number in input order and its fields, or why it could not be read.
 Row = tuple[int, dict[str, Any] | Exception]
@@ -31,15 +35,15 @@ def check_readable(path: Path) -> None:
         raise RequestValidationError("FILE", f"{path} does not exist")
     if not path.is_file():
         raise RequestValidationError("FILE", f"{path} is not a file")
-    if path.suffix.lower() not in JSONL_SUFFIXES + CSV_SUFFIXES:
-        known = ", ".join(JSONL_SUFFIXES + CSV_SUFFIXES)
+    if path.suffix.lower() not in INPUT_SUFFIXES:
+        known = ", ".join(INPUT_SUFFIXES)
         raise RequestValidationError(
             "FILE", f"unsupported file type {path.suffix or '(none)'!r}; use one of {known}"
         )
 
 
 def read_rows(path: Path) -> Iterator[Row]:
-    """Stream the rows of a JSONL or CSV file (format by extension), numbered from 1.
+    """Stream the rows of a JSONL, CSV or Parquet file (format by extension), numbered from 1.
 
     Checks the file before returning, so a missing file or unknown extension raises here rather
     than on the first `next()`. Blank JSONL lines are skipped and not numbered.
@@ -47,12 +51,16 @@ def read_rows(path: Path) -> Iterator[Row]:
     check_readable(path)
     if path.suffix.lower() in CSV_SUFFIXES:
         return _read_csv(path)
+    if path.suffix.lower() in PARQUET_SUFFIXES:
+        return _read_parquet(path)
     return _read_jsonl(path)
 
 
 def count_rows(path: Path) -> int:
     """How many rows `read_rows(path)` will yield (for progress bars); reads the file once."""
     check_readable(path)
+    if path.suffix.lower() in PARQUET_SUFFIXES:
+        return int(_parquet_file(path).metadata.num_rows)
     if path.suffix.lower() in CSV_SUFFIXES:
         with path.open(newline="", encoding="utf-8-sig") as handle:
             reader = csv.reader(handle)
@@ -130,41 +138,22 @@ def _csv_context(cell: str) -> str | list[Any]:
     return cell
 
 
-class RowWriter:
-    """Writes one JSON object per line to `path` (UTF-8, created or truncated).
+def _parquet_file(path: Path) -> Any:
+    import pyarrow.parquet as pq  # imported here: pyarrow is slow to import
 
-    Use as a context manager. Call `flush()` after each batch so a crashed run keeps what it wrote.
-    """
+    try:
+        return pq.ParquetFile(path)
+    except Exception as error:  # pyarrow raises several types for a file that is not Parquet
+        raise RequestValidationError(
+            "FILE", f"{path} is not a readable Parquet file: {error}"
+        ) from None
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.rows_written = 0
-        self._handle: TextIO | None = None
 
-    def __enter__(self) -> RowWriter:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._handle = self.path.open("w", encoding="utf-8")
-        return self
-
-    def write(self, line: dict[str, Any]) -> None:
-        if self._handle is None:
-            raise RuntimeError("RowWriter is not open; use it in a with-block")
-        self._handle.write(json.dumps(line, ensure_ascii=False) + "\n")
-        self.rows_written += 1
-
-    def flush(self) -> None:
-        if self._handle is not None:
-            self._handle.flush()
-
-    def close(self) -> None:
-        if self._handle is not None:
-            self._handle.close()
-            self._handle = None
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
+def _read_parquet(path: Path) -> Iterator[Row]:
+    parquet = _parquet_file(path)
+    row = 0
+    for batch in parquet.iter_batches(batch_size=_PARQUET_BATCH_ROWS):
+        for record in batch.to_pylist():
+            row += 1
+            # Parquet nulls mean "not given", as empty CSV cells do.
+            yield row, {name: value for name, value in record.items() if value is not None}

@@ -1,108 +1,86 @@
-"""The local engine: score a dataset file in batches in this process.
+"""The local engine: score a dataset in this process, in streaming batches, resumably.
 
-Each row becomes one request item. Rows are validated one by one (`parse_item`), so a bad row
-becomes an `error` line of its own and the other rows are still scored; valid rows go to
-`detect_items` a batch at a time, so the judge batches its model work across rows. Output lines
-come out in input order, one per input row.
+Rows are read a stream batch at a time (`stream_batch_size`), split into judge calls of
+`batch_size` rows, up to `workers` calls in flight at once, and written in input order. After
+every stream batch the output is made durable and a checkpoint saved (see `checkpoint.py`), so a
+run killed at any point and started again with the same arguments continues where it stopped and
+ends with the same output an uninterrupted run writes. Memory holds one stream batch, not the file.
+
+The summary is rebuilt from the finished output file, so it is the same however many times the
+run was interrupted.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from assay._sync import run_sync
-from assay.detectors import DETECTORS
-from assay.detectors.evaluate import detect_items, parse_item
-from assay.judges import judge_names
-from assay.runner.io import RowWriter, check_readable, read_rows
+from assay.runner.checkpoint import (
+    Checkpoint,
+    checkpoint_path_for,
+    fingerprint,
+    load_checkpoint,
+    remove_checkpoint,
+    save_checkpoint,
+)
+from assay.runner.io import Row, check_readable, read_rows
+from assay.runner.output import check_output_path, iter_output_lines
+from assay.runner.rows import TIMEOUT, DetectorScorer, error_line
 from assay.runner.summary import RunSummary
-from assay.schema import DetectRequestItem, MustCompute, RequestValidationError
+from assay.runner.writers import writer_for
+from assay.schema import RequestValidationError
 
-#: Row fields sent to the detectors; every other column is passed through to the output only.
-REQUEST_FIELDS = ("user_query", "context", "generated_text", "config")
-#: Rows per `detect_items` call unless told otherwise.
+#: Rows per judge call unless told otherwise.
 DEFAULT_BATCH_SIZE = 16
+#: Rows read, written and checkpointed together unless told otherwise (a metric's manifest may
+#: set its own).
+DEFAULT_STREAM_BATCH_SIZE = 256
 
-#: Called after each batch with the number of rows written so far.
+#: Called as rows are scored with the number of rows done so far (including resumed ones).
 ProgressCallback = Callable[[int], None]
 
 
-def _given(value: Any) -> bool:
-    if isinstance(value, str):
-        return bool(value.strip())
-    if isinstance(value, list):
-        return any(isinstance(doc, str) and doc.strip() for doc in value)
-    return False
+class RowScorer(Protocol):
+    """What the engines score rows with: detectors (`DetectorScorer`) or a metric."""
+
+    @property
+    def score_names(self) -> tuple[str, ...]:
+        """Output keys that hold a result with a `score`."""
+
+    def check(self) -> None:
+        """Raise RequestValidationError for unusable settings, before anything is read."""
+
+    async def score(self, rows: Sequence[Row]) -> list[dict[str, Any]]:
+        """One output line per row, in order."""
 
 
-def applicable_detectors(fields: Mapping[str, Any]) -> list[str]:
-    """Names of the detectors whose required inputs are all present and non-blank in `fields`."""
-    return [
-        name
-        for name, detector in DETECTORS.items()
-        if all(_given(fields.get(required)) for required in detector.required_inputs)
-    ]
+@dataclass(frozen=True)
+class RunOptions:
+    """How a run is carried out; none of these change what a row scores.
 
-
-def check_detector_names(names: Sequence[str]) -> None:
-    """Raise RequestValidationError (field "detector") for a name that is not a detector."""
-    for name in names:
-        if name not in DETECTORS:
-            raise RequestValidationError(
-                "detector", f"unknown detector {name!r}; known detectors: {', '.join(DETECTORS)}"
-            )
-
-
-def check_judge_name(name: str) -> None:
-    """Raise RequestValidationError (field "judge") for a name that is not a registered judge."""
-    if name not in judge_names():
-        raise RequestValidationError(
-            "judge", f"unknown judge {name!r}; known judges: {', '.join(judge_names())}"
-        )
-
-
-def build_request(
-    fields: Mapping[str, Any],
-    detectors: Sequence[str] | None = None,
-    explain: bool = False,
-    must_compute: MustCompute = "ignore_failures",
-) -> dict[str, Any]:
-    """The raw request item (a dict for `parse_item`) for one row's fields.
-
-    detectors: the detectors to run; their options come from the row's `config` when it has an
-        entry for them. When None, the row's own `config` is used if it has one, else every
-        detector whose required inputs the row has (RequestValidationError if none has them).
-    explain: ask every detector for explanations.
-    must_compute: what a judge failure does to the item; the runner keeps going per row.
+    batch_size: rows per judge call.
+    stream_batch_size: rows read, written and checkpointed together.
+    workers: judge calls in flight at once.
+    row_timeout: seconds each row may take (a call on k rows gets k times this); a row past it
+        gets an error of kind "timeout" and can be retried with --retry-failed. None: no limit.
     """
-    raw: dict[str, Any] = {name: fields[name] for name in REQUEST_FIELDS if name in fields}
-    row_config = raw.get("config")
-    if detectors:
-        entries = row_config if isinstance(row_config, dict) else {}
-        raw["config"] = {name: entries.get(name, {}) for name in detectors}
-    elif row_config is None:
-        names = applicable_detectors(raw)
-        if not names and _given(raw.get("generated_text")):
-            missing = sorted(
-                {f for d in DETECTORS.values() for f in d.required_inputs if not _given(raw.get(f))}
-            )
-            needs = "; ".join(
-                f"{n} needs {', '.join(d.required_inputs)}" for n, d in DETECTORS.items()
-            )
-            raise RequestValidationError(", ".join(missing), f"no detector applies ({needs})")
-        # With no generated_text at all, ask for every detector so validation names that field.
-        raw["config"] = {name: {} for name in names or DETECTORS}
-    if explain and isinstance(raw["config"], dict):
-        raw["config"] = {
-            name: {**entry, "explain": True} if isinstance(entry, dict) else entry
-            for name, entry in raw["config"].items()
-        }
-    raw["must_compute"] = must_compute
-    return raw
+
+    batch_size: int = DEFAULT_BATCH_SIZE
+    stream_batch_size: int = DEFAULT_STREAM_BATCH_SIZE
+    workers: int = 1
+    row_timeout: float | None = None
+
+    def check(self) -> None:
+        for name in ("batch_size", "stream_batch_size", "workers"):
+            if getattr(self, name) < 1:
+                raise RequestValidationError(name, f"must be at least 1, got {getattr(self, name)}")
+        if self.row_timeout is not None and self.row_timeout <= 0:
+            raise RequestValidationError("row_timeout", f"must be positive, got {self.row_timeout}")
 
 
 def default_output_path(input_path: Path) -> Path:
@@ -115,113 +93,152 @@ def summary_path_for(output_path: Path) -> Path:
     return output_path.with_name(f"{output_path.name}.summary.json")
 
 
-@dataclass
-class _Pending:
-    """One row waiting for its batch: either a validated item or the reason it was rejected."""
-
-    row: int
-    passthrough: dict[str, Any] = field(default_factory=dict)
-    item: DetectRequestItem | None = None
-    error: dict[str, str] | None = None
+def scorer_fingerprint(scorer: RowScorer) -> dict[str, Any]:
+    """The scorer's settings, for the checkpoint fingerprint."""
+    settings = asdict(scorer) if hasattr(scorer, "__dataclass_fields__") else repr(scorer)  # type: ignore[call-overload]
+    return {"scorer": type(scorer).__name__, "settings": settings}
 
 
-def _prepare(
-    row: int, fields: dict[str, Any] | Exception, detectors: Sequence[str] | None, explain: bool
-) -> _Pending:
-    if isinstance(fields, Exception):
-        return _Pending(row, error=_error_of(fields, row))
-    reserved = {"row", "error", *REQUEST_FIELDS, *DETECTORS}
-    passthrough = {key: value for key, value in fields.items() if key not in reserved}
+def _stream_batches(rows: Iterator[Row], size: int, skip: int) -> Iterator[list[Row]]:
+    batch: list[Row] = []
+    for row in rows:
+        if row[0] <= skip:
+            continue
+        batch.append(row)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+async def score_rows(
+    rows: Sequence[Row],
+    scorer: RowScorer,
+    options: RunOptions,
+    on_rows_done: Callable[[int], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Score `rows` in calls of `batch_size`, `workers` at a time; lines come back in order."""
+    chunks = [rows[i : i + options.batch_size] for i in range(0, len(rows), options.batch_size)]
+    slots = asyncio.Semaphore(options.workers)
+
+    async def score_chunk(chunk: Sequence[Row]) -> list[dict[str, Any]]:
+        async with slots:
+            lines = await _score_with_timeout(chunk, scorer, options.row_timeout)
+        if on_rows_done is not None:
+            on_rows_done(len(chunk))
+        return lines
+
+    async with asyncio.TaskGroup() as group:
+        tasks = [group.create_task(score_chunk(chunk)) for chunk in chunks]
+    return [line for task in tasks for line in task.result()]
+
+
+async def _score_with_timeout(
+    chunk: Sequence[Row], scorer: RowScorer, row_timeout: float | None
+) -> list[dict[str, Any]]:
+    if row_timeout is None:
+        return await scorer.score(chunk)
     try:
-        item = parse_item(build_request(fields, detectors, explain), row)
-    except RequestValidationError as error:
-        return _Pending(row, passthrough, error=_error_of(error, row))
-    return _Pending(row, passthrough, item=item)
+        return await asyncio.wait_for(scorer.score(chunk), timeout=row_timeout * len(chunk))
+    except TimeoutError:
+        message = f"not scored within {row_timeout:g} s per row ({len(chunk)} rows in its call)"
+        return [
+            error_line(row, None if isinstance(fields, Exception) else fields, TIMEOUT, message)
+            for row, fields in chunk
+        ]
 
 
-def _error_of(error: Exception, row: int) -> dict[str, str]:
-    if isinstance(error, RequestValidationError):
-        # The line already carries the row number; drop parse_item's "[row]." prefix.
-        name = error.field.removeprefix(f"[{row}]").lstrip(".") or "row"
-        return {"field": name, "message": error.message}
-    return {"field": "row", "message": str(error)}
-
-
-def _line(pending: _Pending, results: Mapping[str, Any] | None) -> dict[str, Any]:
-    line: dict[str, Any] = {"row": pending.row}
-    if "id" in pending.passthrough:
-        line["id"] = pending.passthrough["id"]
-    line.update(pending.passthrough)
-    if pending.error is not None:
-        line["error"] = pending.error
-    else:
-        line.update(results or {})
-    return line
-
-
-async def _score_batch(
-    batch: list[_Pending], judge: str | None, writer: RowWriter, summary: RunSummary
-) -> None:
-    items = [p.item for p in batch if p.item is not None]
-    results = iter(await detect_items(items, judge) if items else [])
-    for pending in batch:
-        line = _line(pending, next(results) if pending.item is not None else None)
-        writer.write(line)
-        summary.add_line(line)
-    writer.flush()
+def _prepare_run(
+    input_path: Path, output_path: Path | None, scorer: RowScorer, options: RunOptions
+) -> Path:
+    check_readable(input_path)
+    scorer.check()
+    options.check()
+    output_path = output_path or default_output_path(input_path)
+    check_output_path(output_path)
+    if output_path.resolve() == input_path.resolve():
+        raise RequestValidationError("out", "must not be the input file")
+    return output_path
 
 
 async def run_file_async(
     input_path: Path,
     output_path: Path | None = None,
     *,
+    scorer: RowScorer | None = None,
     detectors: Sequence[str] | None = None,
     explain: bool = False,
     judge: str | None = None,
     batch_size: int = DEFAULT_BATCH_SIZE,
+    options: RunOptions | None = None,
+    restart: bool = False,
     on_progress: ProgressCallback | None = None,
 ) -> RunSummary:
-    """Score every row of a JSONL or CSV file and write one JSON line per row.
+    """Score every row of a JSONL, CSV or Parquet file; write one output record per row.
 
-    input_path: the dataset (`.jsonl`/`.ndjson` or `.csv`, by extension).
-    output_path: where scored lines go; default `<input stem>.scored.jsonl` next to the input.
+    input_path: the dataset (format by extension).
+    output_path: `.jsonl` or `.parquet`; default `<input stem>.scored.jsonl` next to the input.
         The summary goes to `<output_path>.summary.json`.
-    detectors: detectors to run on every row; default: per row, every detector it has inputs for.
-    explain: ask for explanations.
-    judge: judge backend (default: $ASSAY_JUDGE or "embedded").
-    batch_size: rows per `detect_items` call.
-    on_progress: called after each batch with the number of rows written so far.
+    scorer: what scores rows; default a `DetectorScorer(detectors, explain, judge)`.
+    detectors / explain / judge: shorthand for the default scorer (see `DetectorScorer`).
+    batch_size: rows per judge call, when `options` is not given.
+    options: batch sizes, workers, row timeout (see `RunOptions`).
+    restart: ignore a checkpoint left by an unfinished run and start from the first row.
+    on_progress: called with the number of rows done so far.
 
     Raises RequestValidationError (before writing anything) when the input is unusable: missing
-    file, unknown extension, unknown detector or judge, output path equal to the input.
+    file, unknown extension, unknown detector or judge, output path equal to the input, or a
+    checkpoint from a run with other input or options.
     """
-    check_readable(input_path)
-    if detectors:
-        check_detector_names(detectors)
-    if judge is not None:
-        check_judge_name(judge)
-    if batch_size < 1:
-        raise RequestValidationError("batch_size", "must be at least 1")
-    output_path = output_path or default_output_path(input_path)
-    if output_path.resolve() == input_path.resolve():
-        raise RequestValidationError("out", "must not be the input file")
+    scorer = scorer or DetectorScorer(tuple(detectors) if detectors else None, explain, judge)
+    options = options or RunOptions(batch_size=batch_size)
+    output_path = _prepare_run(input_path, output_path, scorer, options)
+    checkpoint_path = checkpoint_path_for(output_path)
+    if restart:
+        remove_checkpoint(checkpoint_path)
+    run_fingerprint = fingerprint(input_path, scorer_fingerprint(scorer))
+    checkpoint = load_checkpoint(checkpoint_path, run_fingerprint)
+    writer = writer_for(output_path, scorer.score_names)
+    writer.start(checkpoint.position if checkpoint else None)
+    checkpoint = checkpoint or Checkpoint(run_fingerprint)
+    save_checkpoint(checkpoint_path, checkpoint)
+    done = checkpoint.rows_done
+    if on_progress is not None:
+        on_progress(done)
+
+    def advance(count: int) -> None:
+        nonlocal done
+        done += count
+        if on_progress is not None:
+            on_progress(done)
+
+    try:
+        rows = read_rows(input_path)
+        for batch in _stream_batches(rows, options.stream_batch_size, checkpoint.rows_done):
+            lines = await score_rows(batch, scorer, options, advance)
+            writer.write_batch(lines)
+            checkpoint.rows_done = batch[-1][0]
+            checkpoint.position = writer.position()
+            save_checkpoint(checkpoint_path, checkpoint)
+        writer.finish()
+    finally:
+        writer.close()
+    summary = write_summary(input_path, output_path, scorer.score_names)
+    remove_checkpoint(checkpoint_path)
+    return summary
+
+
+def write_summary(input_path: Path, output_path: Path, names: Sequence[str]) -> RunSummary:
+    """Rebuild the summary from the output file and write it next to the output."""
     summary_path = summary_path_for(output_path)
     summary = RunSummary(
-        input_path=str(input_path), output_path=str(output_path), summary_path=str(summary_path)
+        names=tuple(names),
+        input_path=str(input_path),
+        output_path=str(output_path),
+        summary_path=str(summary_path),
     )
-    with RowWriter(output_path) as writer:
-        batch: list[_Pending] = []
-        for row, fields in read_rows(input_path):
-            batch.append(_prepare(row, fields, detectors, explain))
-            if len(batch) >= batch_size:
-                await _score_batch(batch, judge, writer, summary)
-                batch = []
-                if on_progress is not None:
-                    on_progress(summary.rows)
-        if batch:
-            await _score_batch(batch, judge, writer, summary)
-            if on_progress is not None:
-                on_progress(summary.rows)
+    summary.add_lines(iter_output_lines(output_path))
     summary_path.write_text(json.dumps(summary.to_dict(), indent=2) + "\n", encoding="utf-8")
     return summary
 
@@ -230,10 +247,13 @@ def run_file(
     input_path: Path,
     output_path: Path | None = None,
     *,
+    scorer: RowScorer | None = None,
     detectors: Sequence[str] | None = None,
     explain: bool = False,
     judge: str | None = None,
     batch_size: int = DEFAULT_BATCH_SIZE,
+    options: RunOptions | None = None,
+    restart: bool = False,
     on_progress: ProgressCallback | None = None,
 ) -> RunSummary:
     """Synchronous `run_file_async` (safe to call whether or not an event loop is running)."""
@@ -241,10 +261,13 @@ def run_file(
         run_file_async(
             input_path,
             output_path,
+            scorer=scorer,
             detectors=detectors,
             explain=explain,
             judge=judge,
             batch_size=batch_size,
+            options=options,
+            restart=restart,
             on_progress=on_progress,
         )
     )

@@ -3,13 +3,20 @@
 The summary is a fold over output lines only (`RunSummary.add_line`), so the same numbers come out
 whether a run is summarised as it goes or rebuilt afterwards from its output file. A detector
 that returned an error object counts as an errored row, never as a score of 0.
+
+Per detector or metric it gives: rows scored and errored, mean score with a bootstrap 95%
+interval, share passing, a histogram over ten score bands, the pass rate of each instruction and
+error counts by kind.
 """
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from assay.detectors import DETECTORS
 
@@ -17,6 +24,34 @@ from assay.detectors import DETECTORS
 PASS_THRESHOLD = 0.7
 #: How many failed rows the summary lists individually (all of them are counted).
 MAX_LISTED_FAILURES = 50
+#: Score bands of the histogram: [0, 0.1), [0.1, 0.2), ... [0.9, 1.0].
+SCORE_BANDS = 10
+#: Bootstrap resamples for the mean's interval; seeded so a summary is reproducible.
+BOOTSTRAP_RESAMPLES = 2000
+_BOOTSTRAP_SEED = 20261129
+
+
+def bootstrap_interval(scores: Iterable[float], level: float = 0.95) -> tuple[float, float] | None:
+    """Percentile bootstrap interval of the mean, or None with fewer than two scores.
+
+    Resamples value counts (multinomial) instead of rows, so it costs the same for a million
+    rows as for a hundred when scores take few distinct values, as rubric scores do.
+    """
+    values, counts = np.unique(np.fromiter(scores, dtype=np.float64), return_counts=True)
+    total = int(counts.sum())
+    if total < 2:
+        return None
+    generator = np.random.default_rng(_BOOTSTRAP_SEED)
+    resampled = generator.multinomial(total, counts / total, size=BOOTSTRAP_RESAMPLES)
+    means = resampled @ values / total
+    tail = (1 - level) / 2 * 100
+    low, high = np.percentile(means, [tail, 100 - tail])
+    return round(float(low), 4), round(float(high), 4)
+
+
+def score_band(score: float) -> int:
+    """Index of the histogram band holding `score` (1.0 falls in the top band)."""
+    return min(int(score * SCORE_BANDS), SCORE_BANDS - 1)
 
 
 def _ratio(part: float, whole: int) -> float | None:
@@ -33,6 +68,8 @@ class DetectorSummary:
     rows_passing: scored rows with score >= PASS_THRESHOLD.
     followed / answered: per instruction (short form, e.g. "core_intent"), how many scored rows
         had label true / had the instruction at all.
+    errors_by_kind: errored rows per error kind (e.g. "timeout", "transport").
+    scores: every score, in row order (kept compactly, for the bootstrap interval).
     """
 
     name: str
@@ -42,16 +79,23 @@ class DetectorSummary:
     rows_passing: int = 0
     followed: dict[str, int] = field(default_factory=dict)
     answered: dict[str, int] = field(default_factory=dict)
+    errors_by_kind: dict[str, int] = field(default_factory=dict)
+    histogram: list[int] = field(default_factory=lambda: [0] * SCORE_BANDS)
+    scores: array[float] = field(default_factory=lambda: array("d"))
 
     def add(self, result: Mapping[str, Any]) -> None:
         """Count one row's wire result (a DetectorResult or DetectorError as JSON)."""
         if result.get("error") is True:
             self.rows_errored += 1
+            kind = str(result.get("kind", "error"))
+            self.errors_by_kind[kind] = self.errors_by_kind.get(kind, 0) + 1
             return
         score = float(result["score"])
         self.rows_scored += 1
         self.score_total += score
         self.rows_passing += score >= PASS_THRESHOLD
+        self.histogram[score_band(score)] += 1
+        self.scores.append(score)
         short_forms = _short_forms(self.name)
         for entry in result.get("instructions_list", []):
             check = short_forms.get(entry["instruction"], entry["instruction"])
@@ -74,12 +118,19 @@ class DetectorSummary:
         }
 
     def to_dict(self) -> dict[str, Any]:
+        interval = bootstrap_interval(self.scores)
         return {
             "rows_scored": self.rows_scored,
             "rows_errored": self.rows_errored,
             "mean_score": self.mean_score,
+            "mean_score_ci95": list(interval) if interval else None,
             "share_passing": self.share_passing,
+            "score_histogram": {
+                f"{band / SCORE_BANDS:.1f}-{(band + 1) / SCORE_BANDS:.1f}": count
+                for band, count in enumerate(self.histogram)
+            },
             "instruction_pass_rates": self.instruction_pass_rates(),
+            "errors_by_kind": dict(self.errors_by_kind),
         }
 
 
@@ -87,16 +138,21 @@ class DetectorSummary:
 class RunSummary:
     """A whole run's numbers.
 
+    names: output keys that hold detector or metric results (default: every detector).
     rows: output lines seen (one per input row).
-    rows_failed: rows rejected before scoring (unreadable or invalid), each with an `error`.
-    failures: the first MAX_LISTED_FAILURES rejected rows as {row, id, field, message}.
-    detectors: per detector, in the order first seen.
+    rows_failed: rows with no scores at all (unreadable, invalid or timed out), each with an
+        `error`.
+    failures: the first MAX_LISTED_FAILURES of those as {row, id, field, kind, message}.
+    failures_by_kind: rows_failed split by error kind.
+    detectors: per detector or metric, in the order first seen.
     input_path / output_path / summary_path: where the run read and wrote, when known.
     """
 
+    names: tuple[str, ...] = tuple(DETECTORS)
     rows: int = 0
     rows_failed: int = 0
     failures: list[dict[str, Any]] = field(default_factory=list)
+    failures_by_kind: dict[str, int] = field(default_factory=dict)
     detectors: dict[str, DetectorSummary] = field(default_factory=dict)
     input_path: str | None = None
     output_path: str | None = None
@@ -108,10 +164,12 @@ class RunSummary:
         error = line.get("error")
         if isinstance(error, Mapping):
             self.rows_failed += 1
+            kind = str(error.get("kind", "invalid_row"))
+            self.failures_by_kind[kind] = self.failures_by_kind.get(kind, 0) + 1
             if len(self.failures) < MAX_LISTED_FAILURES:
                 self.failures.append({"row": line.get("row"), "id": line.get("id"), **dict(error)})
             return
-        for name in DETECTORS:
+        for name in self.names:
             result = line.get(name)
             if isinstance(result, Mapping):
                 self.detectors.setdefault(name, DetectorSummary(name)).add(result)
@@ -126,6 +184,7 @@ class RunSummary:
             "output": self.output_path,
             "rows": self.rows,
             "rows_failed": self.rows_failed,
+            "failures_by_kind": dict(self.failures_by_kind),
             "pass_threshold": PASS_THRESHOLD,
             "detectors": {name: d.to_dict() for name, d in self.detectors.items()},
             "failures": self.failures,

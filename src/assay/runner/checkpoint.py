@@ -1,0 +1,114 @@
+"""Checkpoints: how far a run got, so the same command started again continues from there.
+
+After each stream batch the runner makes its output durable (flush + fsync) and then replaces
+`<output>.checkpoint.json` atomically (write a temporary file, fsync, rename). A run killed at any
+instant therefore leaves a checkpoint that describes output that is really on disk; output
+written after the last checkpoint is cut off on resume and those rows are scored again, so no row
+is lost and none appears twice.
+
+The checkpoint carries a fingerprint of the input file and of every option that changes what the
+output holds, so a resumed run cannot silently mix two different runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from assay.schema import RequestValidationError
+
+#: Bump when the checkpoint's meaning changes; older checkpoints are then refused, not misread.
+CHECKPOINT_VERSION = 1
+#: Bytes of the input hashed for its fingerprint (with its size): enough to tell files apart
+#: without reading a huge input twice.
+_FINGERPRINT_BYTES = 1 << 20
+
+
+def checkpoint_path_for(output_path: Path) -> Path:
+    """`<output>.checkpoint.json` next to the output."""
+    return output_path.with_name(f"{output_path.name}.checkpoint.json")
+
+
+def fingerprint(input_path: Path, options: dict[str, Any]) -> str:
+    """A hash of the input file (size, first MiB, last MiB) and of the run's options."""
+    digest = hashlib.sha256()
+    size = input_path.stat().st_size
+    digest.update(str(size).encode())
+    with input_path.open("rb") as handle:
+        digest.update(handle.read(_FINGERPRINT_BYTES))
+        if size > _FINGERPRINT_BYTES:
+            handle.seek(max(size - _FINGERPRINT_BYTES, _FINGERPRINT_BYTES))
+            digest.update(handle.read())
+    digest.update(json.dumps(options, sort_keys=True, default=str).encode())
+    return digest.hexdigest()
+
+
+@dataclass
+class Checkpoint:
+    """Where a run stands.
+
+    fingerprint: see `fingerprint`; a resume with another one is refused.
+    rows_done: input rows (counted from the first) whose output lines are durable.
+    position: the writer's own record of what is durable (bytes for JSONL, parts for Parquet).
+    """
+
+    fingerprint: str
+    rows_done: int = 0
+    position: dict[str, Any] = field(default_factory=dict)
+    version: int = CHECKPOINT_VERSION
+
+
+def load_checkpoint(path: Path, expected_fingerprint: str) -> Checkpoint | None:
+    """The checkpoint at `path`, or None if there is none.
+
+    Raises RequestValidationError (field "out") when it belongs to a different input or options,
+    saying how to start over.
+    """
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        checkpoint = Checkpoint(**data)
+    except (json.JSONDecodeError, TypeError) as error:
+        raise RequestValidationError(
+            "out", f"checkpoint {path} is unreadable ({error}); pass --restart to start over"
+        ) from None
+    if checkpoint.version != CHECKPOINT_VERSION or checkpoint.fingerprint != expected_fingerprint:
+        raise RequestValidationError(
+            "out",
+            f"an unfinished run with a different input or options left {path}; rerun that exact "
+            "command to finish it, or pass --restart to start over",
+        )
+    return checkpoint
+
+
+def save_checkpoint(path: Path, checkpoint: Checkpoint) -> None:
+    """Replace the checkpoint atomically and durably."""
+    temporary = path.with_name(path.name + ".tmp")
+    with temporary.open("w", encoding="utf-8") as handle:
+        json.dump(asdict(checkpoint), handle)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
+    _fsync_directory(path.parent)
+
+
+def remove_checkpoint(path: Path) -> None:
+    path.unlink(missing_ok=True)
+    path.with_name(path.name + ".tmp").unlink(missing_ok=True)
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make a rename in `directory` durable (a no-op where directories cannot be opened)."""
+    try:
+        descriptor = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)

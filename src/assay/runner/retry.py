@@ -1,0 +1,103 @@
+"""`--retry-failed`: score again only the rows of a finished run that failed.
+
+A row failed when it has an `error` (unreadable, invalid, timed out) or when any detector or
+metric in it carries an error object. Those rows are read again from the input (they may have
+been fixed there), scored, and put back in place: the new output is written beside the old one
+and renamed over it only when complete, so a retry killed half-way leaves the old output whole.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from assay.runner.checkpoint import checkpoint_path_for
+from assay.runner.io import read_rows
+from assay.runner.local import (
+    ProgressCallback,
+    RowScorer,
+    RunOptions,
+    _prepare_run,
+    score_rows,
+    write_summary,
+)
+from assay.runner.output import iter_output_lines
+from assay.runner.summary import RunSummary
+from assay.runner.writers import writer_for
+from assay.schema import RequestValidationError
+
+
+def line_failed(line: Mapping[str, Any], names: Sequence[str]) -> bool:
+    """Whether an output line holds an error for the row or for any of `names`."""
+    if isinstance(line.get("error"), Mapping):
+        return True
+    return any(
+        isinstance(line.get(name), Mapping) and line[name].get("error") is True for name in names
+    )
+
+
+async def retry_failed_async(
+    input_path: Path,
+    output_path: Path,
+    scorer: RowScorer,
+    options: RunOptions,
+    on_progress: ProgressCallback | None = None,
+) -> tuple[RunSummary, int]:
+    """Rescore the failed rows of `output_path` from `input_path`.
+
+    Returns the new summary and how many rows were retried.
+    """
+    output_path = _prepare_run(input_path, output_path, scorer, options)
+    if not output_path.exists():
+        raise RequestValidationError(
+            "out", f"{output_path} does not exist; run without --retry-failed first"
+        )
+    if checkpoint_path_for(output_path).exists():
+        raise RequestValidationError(
+            "out",
+            "that run is unfinished; rerun the same command without --retry-failed to finish it",
+        )
+    failed = {
+        int(line["row"])
+        for line in iter_output_lines(output_path)
+        if line_failed(line, scorer.score_names)
+    }
+    if failed:
+        rows = [row for row in read_rows(input_path) if row[0] in failed]
+        done = 0
+
+        def advance(count: int) -> None:
+            nonlocal done
+            done += count
+            if on_progress is not None:
+                on_progress(done)
+
+        rescored = {line["row"]: line for line in await score_rows(rows, scorer, options, advance)}
+        _replace_lines(output_path, rescored, scorer.score_names, options.stream_batch_size)
+    return write_summary(input_path, output_path, scorer.score_names), len(failed)
+
+
+def _replace_lines(
+    output_path: Path,
+    replacements: Mapping[int, dict[str, Any]],
+    names: Sequence[str],
+    batch_size: int,
+) -> None:
+    temporary = output_path.with_name(f"{output_path.stem}.retry{output_path.suffix}")
+    writer = writer_for(temporary, names)
+    writer.start(None)
+    try:
+        batch: list[dict[str, Any]] = []
+        for line in iter_output_lines(output_path):
+            batch.append(replacements.get(int(line["row"]), line))
+            if len(batch) >= batch_size:
+                writer.write_batch(batch)
+                batch = []
+        if batch:
+            writer.write_batch(batch)
+        writer.finish()
+    finally:
+        writer.close()
+    os.replace(temporary, output_path)

@@ -1,0 +1,211 @@
+"""Turn dataset rows into request items and scored rows into output lines.
+
+Rows are validated one by one (`parse_item`), so a bad row becomes an output line with an
+`error` of its own while the other rows of its batch are still scored. Every output line has the
+row's 1-based number, its `id` when it has one, the columns that are not request fields (passed
+through), and either one key per detector or an `error` object `{"field", "kind", "message"}`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from assay.detectors import DETECTORS
+from assay.detectors.evaluate import detect_items, parse_item
+from assay.judges import judge_names
+from assay.runner.io import Row
+from assay.schema import DetectRequestItem, MustCompute, RequestValidationError
+
+#: Row fields sent to the detectors; every other column is passed through to the output only.
+REQUEST_FIELDS = ("user_query", "context", "generated_text", "config")
+#: Error kinds the runner itself gives a row (judges add their own, e.g. "timeout", "transport").
+INVALID_ROW = "invalid_row"
+TIMEOUT = "timeout"
+
+
+def _given(value: Any) -> bool:
+    if isinstance(value, str):
+        return bool(value.strip())
+    if isinstance(value, list):
+        return any(isinstance(doc, str) and doc.strip() for doc in value)
+    return False
+
+
+def applicable_detectors(fields: Mapping[str, Any]) -> list[str]:
+    """Names of the detectors whose required inputs are all present and non-blank in `fields`."""
+    return [
+        name
+        for name, detector in DETECTORS.items()
+        if all(_given(fields.get(required)) for required in detector.required_inputs)
+    ]
+
+
+def check_detector_names(names: Sequence[str]) -> None:
+    """Raise RequestValidationError (field "detector") for a name that is not a detector."""
+    for name in names:
+        if name not in DETECTORS:
+            raise RequestValidationError(
+                "detector", f"unknown detector {name!r}; known detectors: {', '.join(DETECTORS)}"
+            )
+
+
+def check_judge_name(name: str) -> None:
+    """Raise RequestValidationError (field "judge") for a name that is not a registered judge."""
+    if name not in judge_names():
+        raise RequestValidationError(
+            "judge", f"unknown judge {name!r}; known judges: {', '.join(judge_names())}"
+        )
+
+
+def build_request(
+    fields: Mapping[str, Any],
+    detectors: Sequence[str] | None = None,
+    explain: bool = False,
+    must_compute: MustCompute = "ignore_failures",
+) -> dict[str, Any]:
+    """The raw request item (a dict for `parse_item`) for one row's fields.
+
+    detectors: the detectors to run; their options come from the row's `config` when it has an
+        entry for them. When None, the row's own `config` is used if it has one, else every
+        detector whose required inputs the row has (RequestValidationError if none has them).
+    explain: ask every detector for explanations.
+    must_compute: what a judge failure does to the item; the runner keeps going per row.
+    """
+    raw: dict[str, Any] = {name: fields[name] for name in REQUEST_FIELDS if name in fields}
+    row_config = raw.get("config")
+    if detectors:
+        entries = row_config if isinstance(row_config, dict) else {}
+        raw["config"] = {name: entries.get(name, {}) for name in detectors}
+    elif row_config is None:
+        names = applicable_detectors(raw)
+        if not names and _given(raw.get("generated_text")):
+            missing = sorted(
+                {f for d in DETECTORS.values() for f in d.required_inputs if not _given(raw.get(f))}
+            )
+            needs = "; ".join(
+                f"{n} needs {', '.join(d.required_inputs)}" for n, d in DETECTORS.items()
+            )
+            raise RequestValidationError(", ".join(missing), f"no detector applies ({needs})")
+        # With no generated_text at all, ask for every detector so validation names that field.
+        raw["config"] = {name: {} for name in names or DETECTORS}
+    if explain and isinstance(raw["config"], dict):
+        raw["config"] = {
+            name: {**entry, "explain": True} if isinstance(entry, dict) else entry
+            for name, entry in raw["config"].items()
+        }
+    raw["must_compute"] = must_compute
+    return raw
+
+
+def apply_column_map(fields: dict[str, Any], column_map: Mapping[str, str]) -> dict[str, Any]:
+    """Rename columns: `column_map` maps the name Assay expects to the name in the file."""
+    if not column_map:
+        return fields
+    renamed = dict(fields)
+    for wanted, present in column_map.items():
+        if present in renamed:
+            renamed[wanted] = renamed.pop(present)
+    return renamed
+
+
+def error_line(
+    row: int, fields: Mapping[str, Any] | None, kind: str, message: str
+) -> dict[str, Any]:
+    """The output line of a row that has no scores, e.g. one that timed out."""
+    line: dict[str, Any] = {"row": row}
+    if fields is not None and "id" in fields:
+        line["id"] = fields["id"]
+    line["error"] = {"field": "row", "kind": kind, "message": message}
+    return line
+
+
+@dataclass
+class PendingRow:
+    """One row waiting for its batch: either a validated item or the reason it was rejected."""
+
+    row: int
+    passthrough: dict[str, Any] = field(default_factory=dict)
+    item: DetectRequestItem | None = None
+    error: dict[str, str] | None = None
+
+
+def prepare_row(
+    row: int, fields: dict[str, Any] | Exception, detectors: Sequence[str] | None, explain: bool
+) -> PendingRow:
+    """Validate one row into a request item, or record why it cannot be scored."""
+    if isinstance(fields, Exception):
+        return PendingRow(row, error=_error_of(fields, row))
+    reserved = {"row", "error", *REQUEST_FIELDS, *DETECTORS}
+    passthrough = {key: value for key, value in fields.items() if key not in reserved}
+    try:
+        item = parse_item(build_request(fields, detectors, explain), row)
+    except RequestValidationError as error:
+        return PendingRow(row, passthrough, error=_error_of(error, row))
+    return PendingRow(row, passthrough, item=item)
+
+
+def _error_of(error: Exception, row: int) -> dict[str, str]:
+    if isinstance(error, RequestValidationError):
+        # The line already carries the row number; drop parse_item's "[row]." prefix.
+        name = error.field.removeprefix(f"[{row}]").lstrip(".") or "row"
+        return {"field": name, "kind": INVALID_ROW, "message": error.message}
+    return {"field": "row", "kind": INVALID_ROW, "message": str(error)}
+
+
+def _line(pending: PendingRow, results: Mapping[str, Any] | None) -> dict[str, Any]:
+    line: dict[str, Any] = {"row": pending.row}
+    if "id" in pending.passthrough:
+        line["id"] = pending.passthrough["id"]
+    line.update(pending.passthrough)
+    if pending.error is not None:
+        line["error"] = pending.error
+    else:
+        line.update(results or {})
+    return line
+
+
+@dataclass(frozen=True)
+class DetectorScorer:
+    """Scores rows with the detectors on a judge backend.
+
+    detectors: run these on every row; None: per row, its `config` or every detector it has
+        inputs for.
+    explain: ask for explanations.
+    judge: judge backend name (None: $ASSAY_JUDGE or "embedded").
+    column_map: Assay field name -> column name in the input, for differently named columns.
+    """
+
+    detectors: tuple[str, ...] | None = None
+    explain: bool = False
+    judge: str | None = None
+    column_map: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def score_names(self) -> tuple[str, ...]:
+        """Keys of the output lines that may hold a score."""
+        return self.detectors or tuple(DETECTORS)
+
+    def check(self) -> None:
+        """Raise RequestValidationError for unknown detector or judge names."""
+        if self.detectors:
+            check_detector_names(self.detectors)
+        if self.judge is not None:
+            check_judge_name(self.judge)
+
+    async def score(self, rows: Sequence[Row]) -> list[dict[str, Any]]:
+        """One output line per row, in the order given; the judge sees all valid rows at once."""
+        column_map = dict(self.column_map)
+        pending = [
+            prepare_row(
+                row,
+                fields if isinstance(fields, Exception) else apply_column_map(fields, column_map),
+                self.detectors,
+                self.explain,
+            )
+            for row, fields in rows
+        ]
+        items = [p.item for p in pending if p.item is not None]
+        results = iter(await detect_items(items, self.judge) if items else [])
+        return [_line(p, next(results) if p.item is not None else None) for p in pending]
