@@ -151,7 +151,11 @@ def test_bad_rows_are_reported_in_place_and_the_rest_are_scored(tmp_path: Path) 
     assert set(errors) == {2, 3, 4, 5, 6}
     assert errors[2]["field"] == "row" and "line 2" in errors[2]["message"]
     assert "JSON" in errors[2]["message"]
-    assert errors[3] == {"field": "generated_text", "kind": "invalid_row", "message": "Field required"}
+    assert errors[3] == {
+        "field": "generated_text",
+        "kind": "invalid_row",
+        "message": "Field required",
+    }
     assert summary.failures_by_kind == {"invalid_row": 5}
     assert errors[4]["field"] == "generated_text"
     assert errors[5]["field"] == "config.toxicity"

@@ -1,0 +1,58 @@
+"""The `assay` command with two test-only judges registered, for subprocess tests.
+
+- "light": instant and deterministic (probability from the response's length), for runs whose
+  size, not judging quality, is under test. With $ASSAY_TEST_JUDGE_LOG set, it appends one line
+  per distinct response it judges to that file, so a test can count what was scored.
+- "slow": "light" that sleeps $ASSAY_TEST_JUDGE_DELAY seconds per call, so a test can kill a run
+  part-way through.
+
+With $ASSAY_TEST_REPORT_RSS set, prints the process's peak resident memory (KiB) to stderr as
+`max_rss_kib=N` when the command ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import resource
+import sys
+from collections.abc import Sequence
+
+from assay.judges import Judge, Question, Verdict, register_judge
+from assay.schema import JudgeFailure
+
+
+class LightJudge(Judge):
+    name = "light"
+
+    async def answer(self, questions: Sequence[Question]) -> list[Verdict | JudgeFailure]:
+        log = os.environ.get("ASSAY_TEST_JUDGE_LOG")
+        if log:
+            with open(log, "a", encoding="utf-8") as handle:
+                handle.writelines(f"{text!r}\n" for text in {q.generated_text for q in questions})
+        return [Verdict(0.2 + 0.6 * (len(q.generated_text) % 7) / 6) for q in questions]
+
+
+class SlowJudge(LightJudge):
+    name = "slow"
+
+    async def answer(self, questions: Sequence[Question]) -> list[Verdict | JudgeFailure]:
+        await asyncio.sleep(float(os.environ.get("ASSAY_TEST_JUDGE_DELAY", "0.05")))
+        return await super().answer(questions)
+
+
+def main() -> None:
+    register_judge("light", LightJudge)
+    register_judge("slow", SlowJudge)
+    from assay.cli import app
+
+    try:
+        app()
+    finally:
+        if os.environ.get("ASSAY_TEST_REPORT_RSS"):
+            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            print(f"max_rss_kib={peak}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,223 @@
+"""Datasets in JSONL, CSV and Parquet give the same records in JSONL or Parquet; differently named
+columns can be mapped; a 200,000-row run stays within a fixed memory bound."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from assay.runner import iter_output_lines, read_rows, run_file
+from assay.runner.summary import bootstrap_interval
+
+HERE = Path(__file__).resolve().parent
+WITH_TEST_JUDGES = [sys.executable, str(HERE / "assay_with_test_judges.py")]
+
+ROWS: list[dict[str, Any]] = [
+    {
+        "id": "eggs",
+        "user_query": "How long should I boil eggs for a soft yolk?",
+        "context": ["Cook cold eggs in boiling water for 6 minutes for a runny yolk."],
+        "generated_text": "Boil them for 6 minutes for a soft, runny yolk.",
+    },
+    {
+        "id": "vpn",
+        "user_query": "How do I connect to the office VPN?",
+        "context": ["Install the SecureLink client and sign in with your work email."],
+        "generated_text": "Our cafeteria serves pasta on Fridays.",
+    },
+    {
+        "id": "tomatoes",
+        "user_query": "How often should I water tomato plants?",
+        "context": ["Water tomatoes deeply two or three times a week."],
+        "generated_text": "Water them deeply two or three times a week, more in a heatwave.",
+    },
+]
+
+
+def write_dataset(path: Path, rows: list[dict[str, Any]]) -> Path:
+    if path.suffix == ".jsonl":
+        path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    elif path.suffix == ".csv":
+        with path.open("w", newline="", encoding="utf-8") as handle:
+            writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+            writer.writeheader()
+            for row in rows:
+                writer.writerow({**row, "context": json.dumps(row["context"])})
+    else:
+        pq.write_table(pa.Table.from_pylist(rows), path)
+    return path
+
+
+@pytest.mark.parametrize("output_suffix", [".jsonl", ".parquet"])
+def test_every_input_format_gives_the_same_records(tmp_path: Path, output_suffix: str) -> None:
+    records = {}
+    for input_suffix in (".jsonl", ".csv", ".parquet"):
+        data = write_dataset(tmp_path / f"rows{input_suffix}", ROWS)
+        out = tmp_path / f"out-{input_suffix[1:]}{output_suffix}"
+        summary = run_file(data, out)
+        assert summary.rows == 3 and summary.rows_failed == 0
+        records[input_suffix] = list(iter_output_lines(out))
+    assert records[".jsonl"] == records[".csv"] == records[".parquet"]
+    assert [line["id"] for line in records[".jsonl"]] == ["eggs", "vpn", "tomatoes"]
+    off_topic = records[".jsonl"][1]["output_relevance"]["score"]
+    assert off_topic < records[".jsonl"][0]["output_relevance"]["score"]
+
+
+def test_parquet_output_has_queryable_score_columns(tmp_path: Path) -> None:
+    out = tmp_path / "out.parquet"
+    run_file(write_dataset(tmp_path / "rows.jsonl", ROWS), out)
+    table = pq.read_table(out)
+    assert table.column_names == [
+        "row",
+        "id",
+        "record",
+        "output_relevance.score",
+        "completeness.score",
+    ]
+    records = [json.loads(text) for text in table.column("record").to_pylist()]
+    assert table.column("output_relevance.score").to_pylist() == [
+        r["output_relevance"]["score"] for r in records
+    ]
+    assert table.column("row").to_pylist() == [1, 2, 3]
+
+
+def test_parquet_nulls_are_fields_not_given(tmp_path: Path) -> None:
+    rows = [dict(ROWS[0]), {**ROWS[1], "context": None}]
+    data = write_dataset(tmp_path / "rows.parquet", rows)
+    assert "context" not in dict(read_rows(data))[2]  # type: ignore[arg-type]
+    run_file(data, tmp_path / "out.jsonl")
+    second = list(iter_output_lines(tmp_path / "out.jsonl"))[1]
+    assert "output_relevance" in second and "completeness" not in second
+
+
+def test_column_map_reads_differently_named_columns(tmp_path: Path) -> None:
+    renamed = [
+        {
+            "id": r["id"],
+            "question": r["user_query"],
+            "docs": r["context"],
+            "answer": r["generated_text"],
+        }
+        for r in ROWS
+    ]
+    data = write_dataset(tmp_path / "renamed.jsonl", renamed)
+    result = subprocess.run(
+        [
+            *WITH_TEST_JUDGES,
+            "run",
+            str(data),
+            "--map",
+            "user_query=question",
+            "--map",
+            "context=docs",
+            "--map",
+            "generated_text=answer",
+            "--out",
+            str(tmp_path / "mapped.jsonl"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    run_file(write_dataset(tmp_path / "rows.jsonl", ROWS), tmp_path / "plain.jsonl")
+    assert (tmp_path / "mapped.jsonl").read_text() == (tmp_path / "plain.jsonl").read_text()
+
+
+def test_bad_column_map_names_the_option(tmp_path: Path) -> None:
+    data = write_dataset(tmp_path / "rows.jsonl", ROWS)
+    result = subprocess.run(
+        [*WITH_TEST_JUDGES, "run", str(data), "--map", "generated_text"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    assert "--map" in result.stderr and "FIELD=COLUMN" in result.stderr
+
+
+def test_summary_has_interval_histogram_and_errors_by_kind(tmp_path: Path) -> None:
+    rows = [*ROWS, {"id": "bad", "generated_text": ["not", "text"]}]
+    summary = run_file(write_dataset(tmp_path / "rows.jsonl", rows), tmp_path / "out.jsonl")
+    written = json.loads((tmp_path / "out.jsonl.summary.json").read_text())
+    relevance = written["detectors"]["output_relevance"]
+    low, high = relevance["mean_score_ci95"]
+    assert low <= relevance["mean_score"] <= high
+    assert sum(relevance["score_histogram"].values()) == relevance["rows_scored"] == 3
+    assert written["failures_by_kind"] == {"invalid_row": 1}
+    assert summary.failures[0]["id"] == "bad"
+
+
+def test_bootstrap_interval_narrows_with_more_rows() -> None:
+    assert bootstrap_interval([0.5]) is None
+    small = bootstrap_interval([0.0, 1.0] * 10)
+    large = bootstrap_interval([0.0, 1.0] * 10_000)
+    assert small is not None and large is not None
+    assert small[0] < 0.5 < small[1]
+    assert large[1] - large[0] < (small[1] - small[0]) / 10
+
+
+#: Peak resident memory allowed for scoring 200,000 rows with the light judge.
+MEMORY_BOUND_MIB = 400
+
+
+def peak_rss_mib(data: Path, out: Path) -> float:
+    result = subprocess.run(
+        [
+            *WITH_TEST_JUDGES,
+            "run",
+            str(data),
+            "--judge",
+            "light",
+            "--detector",
+            "output_relevance",
+            "--batch-size",
+            "500",
+            "--stream-batch-size",
+            "5000",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        env={**os.environ, "ASSAY_TEST_REPORT_RSS": "1"},
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    marker = [line for line in result.stderr.splitlines() if line.startswith("max_rss_kib=")]
+    return int(marker[-1].split("=")[1]) / 1024
+
+
+def test_200k_rows_stay_within_a_memory_bound(tmp_path: Path) -> None:
+    with (tmp_path / "big.jsonl").open("w", encoding="utf-8") as handle:
+        for n in range(200_000):
+            row = {
+                "id": n,
+                "user_query": f"What is the status of order {n}?",
+                "generated_text": f"Order {n} shipped on day {n % 28 + 1} and arrives soon.",
+            }
+            handle.write(json.dumps(row) + "\n")
+    with (tmp_path / "small.jsonl").open("w", encoding="utf-8") as handle:
+        handle.writelines(
+            line for n, line in enumerate((tmp_path / "big.jsonl").open()) if n < 20_000
+        )
+
+    small = peak_rss_mib(tmp_path / "small.jsonl", tmp_path / "small.out.parquet")
+    big = peak_rss_mib(tmp_path / "big.jsonl", tmp_path / "big.out.parquet")
+
+    assert big < MEMORY_BOUND_MIB
+    # Ten times the rows, (almost) the same memory: nothing grows with the input.
+    assert big - small < 40
+    out = pq.ParquetFile(tmp_path / "big.out.parquet")
+    assert out.metadata.num_rows == 200_000
+    summary = json.loads((tmp_path / "big.out.parquet.summary.json").read_text())
+    assert summary["detectors"]["output_relevance"]["rows_scored"] == 200_000

@@ -1,0 +1,245 @@
+"""Runs that stop part-way: a killed `assay run` resumes to the same output an uninterrupted run
+writes; failed rows can be retried alone; rows past their timeout are errors, not hangs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from assay.judges import Judge, Question, Verdict, register_judge
+from assay.runner import RunOptions, iter_output_lines, run_file
+from assay.runner.checkpoint import checkpoint_path_for
+from assay.runner.retry import retry_failed_async
+from assay.runner.rows import DetectorScorer
+from assay.schema import JudgeFailure, RequestValidationError
+
+HERE = Path(__file__).resolve().parent
+ASSAY_BIN = Path(sys.executable).with_name("assay")
+WITH_TEST_JUDGES = [sys.executable, str(HERE / "assay_with_test_judges.py")]
+
+TOPICS = ["boiling eggs", "the office VPN", "renewing a passport", "watering tomatoes"]
+
+
+def make_rows(count: int) -> list[dict[str, Any]]:
+    rows = []
+    for n in range(count):
+        topic = TOPICS[n % len(TOPICS)]
+        rows.append(
+            {
+                "id": f"r{n}",
+                "user_query": f"How do I deal with {topic}? (case {n})",
+                "context": [f"Guide {n}: the usual advice for {topic} is to follow step {n % 5}."],
+                "generated_text": f"For {topic}, follow step {n % 5} of the guide" + "." * (n % 3),
+            }
+        )
+    return rows
+
+
+def write_jsonl(path: Path, rows: Sequence[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+def wait_for_progress(checkpoint: Path, process: subprocess.Popen[bytes], rows: int) -> None:
+    """Wait (bounded) until the run's checkpoint says `rows` rows are durable."""
+    for _ in range(1200):
+        if process.poll() is not None:
+            pytest.fail(f"run ended before it could be killed (exit {process.returncode})")
+        try:
+            if json.loads(checkpoint.read_text())["rows_done"] >= rows:
+                return
+        except (FileNotFoundError, json.JSONDecodeError, KeyError):
+            pass
+        time.sleep(0.05)
+    pytest.fail("run made no progress")
+
+
+def kill_part_way(command: list[str], checkpoint: Path, rows: int) -> None:
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_progress(checkpoint, process, rows)
+        os.kill(process.pid, signal.SIGKILL)
+    finally:
+        process.wait(timeout=60)
+    assert process.returncode == -signal.SIGKILL
+
+
+def run_to_end(command: list[str], env: dict[str, str] | None = None) -> None:
+    result = subprocess.run(
+        command, capture_output=True, text=True, timeout=600, env={**os.environ, **(env or {})}
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def test_sigkilled_real_run_resumes_to_the_uninterrupted_output(tmp_path: Path) -> None:
+    """The real `assay` command on the embedded judge, killed mid-run and started again."""
+    data = write_jsonl(tmp_path / "rows.jsonl", make_rows(96))
+    whole, resumed = tmp_path / "whole.jsonl", tmp_path / "resumed.jsonl"
+    common = ["run", str(data), "--batch-size", "8", "--stream-batch-size", "16"]
+    run_to_end([str(ASSAY_BIN), *common, "--out", str(whole)])
+
+    command = [str(ASSAY_BIN), *common, "--out", str(resumed)]
+    kill_part_way(command, checkpoint_path_for(resumed), rows=16)
+    partial = list(iter_output_lines(resumed))
+    assert 16 <= len(partial) < 96  # really stopped part-way
+    run_to_end(command)
+
+    assert resumed.read_text() == whole.read_text()  # every row once, in order, same scores
+    assert not checkpoint_path_for(resumed).exists()
+    summary = json.loads(Path(f"{resumed}.summary.json").read_text())
+    assert summary["rows"] == 96
+    assert summary == {
+        **json.loads(Path(f"{whole}.summary.json").read_text()),
+        "output": str(resumed),
+    }
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
+def test_resume_after_repeated_kills_keeps_every_row_once(tmp_path: Path, suffix: str) -> None:
+    data = write_jsonl(tmp_path / "rows.jsonl", make_rows(300))
+    whole, resumed = tmp_path / f"whole{suffix}", tmp_path / f"resumed{suffix}"
+    common = ["run", str(data), "--judge", "slow", "--batch-size", "5", "--stream-batch-size", "20"]
+    run_to_end([*WITH_TEST_JUDGES, *common, "--out", str(whole)])
+
+    command = [*WITH_TEST_JUDGES, *common, "--out", str(resumed)]
+    for rows_before_kill in (40, 120):
+        kill_part_way(command, checkpoint_path_for(resumed), rows_before_kill)
+    durable = json.loads(checkpoint_path_for(resumed).read_text())["rows_done"]
+    log = tmp_path / "scored-by-last-run.txt"
+    run_to_end(command, env={"ASSAY_TEST_JUDGE_LOG": str(log)})
+
+    # The last run scored only what was not yet durable: nothing twice.
+    assert len(log.read_text().splitlines()) == 300 - durable
+
+    resumed_lines = list(iter_output_lines(resumed))
+    assert [line["row"] for line in resumed_lines] == list(range(1, 301))
+    assert resumed_lines == list(iter_output_lines(whole))
+    assert not Path(f"{resumed}.parts").exists()
+
+
+def test_resume_with_other_options_is_refused_until_restart(tmp_path: Path) -> None:
+    data = write_jsonl(tmp_path / "rows.jsonl", make_rows(200))
+    out = tmp_path / "out.jsonl"
+    common = [*WITH_TEST_JUDGES, "run", str(data), "--stream-batch-size", "10", "--out", str(out)]
+    kill_part_way([*common, "--judge", "slow"], checkpoint_path_for(out), rows=10)
+
+    refused = subprocess.run([*common, "--judge", "light"], capture_output=True, text=True)
+    assert refused.returncode == 2
+    assert "--restart" in refused.stderr and "Traceback" not in refused.stderr
+
+    run_to_end([*common, "--judge", "light", "--restart"])
+    assert len(list(iter_output_lines(out))) == 200
+
+
+class FlakyJudge(Judge):
+    """Fails every question about "flaky" rows while `broken` is set; counts questions asked."""
+
+    def __init__(self) -> None:
+        self.broken = True
+        self.texts_seen: list[str] = []
+
+    async def answer(self, questions: Sequence[Question]) -> list[Verdict | JudgeFailure]:
+        self.texts_seen.extend(q.generated_text for q in questions)
+        return [
+            JudgeFailure("transport", "connection reset")
+            if self.broken and "flaky" in q.generated_text
+            else Verdict(0.9)
+            for q in questions
+        ]
+
+
+async def test_retry_failed_rescores_only_failed_rows_in_place(tmp_path: Path) -> None:
+    rows = make_rows(12)
+    for n in (3, 7):
+        rows[n]["generated_text"] += " (flaky)"
+    rows[10] = {"id": "r10", "generated_text": 42}  # wrong type: an invalid row
+    data = write_jsonl(tmp_path / "rows.jsonl", rows)
+    out = tmp_path / "out.parquet"
+    flaky = FlakyJudge()
+    register_judge("flaky", lambda: flaky)
+    scorer = DetectorScorer(("output_relevance",), judge="flaky")
+
+    first = run_file(data, out, scorer=scorer)
+    assert first.detectors["output_relevance"].errors_by_kind == {"transport": 2}
+    assert first.failures_by_kind == {"invalid_row": 1}
+    before = list(iter_output_lines(out))
+
+    flaky.broken = False
+    flaky.texts_seen.clear()
+    summary, retried = await retry_failed_async(data, out, scorer, RunOptions())
+
+    assert retried == 3
+    assert {text for text in flaky.texts_seen} == {
+        rows[3]["generated_text"],
+        rows[7]["generated_text"],
+    }
+    after = list(iter_output_lines(out))
+    assert [line["row"] for line in after] == list(range(1, 13))
+    for index, (old, new) in enumerate(zip(before, after, strict=True)):
+        if index in (3, 7):
+            assert old["output_relevance"]["error"] is True
+            assert new["output_relevance"]["score"] == 1.0
+        else:
+            assert new == old  # untouched rows are byte-for-byte the same records
+    assert summary.detectors["output_relevance"].rows_errored == 0
+    assert summary.failures_by_kind == {"invalid_row": 1}  # still invalid in the input
+
+
+class StallingJudge(Judge):
+    """Hangs on responses that mention "stall"; answers the rest at once."""
+
+    async def answer(self, questions: Sequence[Question]) -> list[Verdict | JudgeFailure]:
+        import asyncio
+
+        if any("stall" in q.generated_text for q in questions):
+            await asyncio.sleep(30)
+        return [Verdict(0.8) for _ in questions]
+
+
+def test_a_row_past_its_timeout_is_an_error_and_the_run_goes_on(tmp_path: Path) -> None:
+    rows = make_rows(6)
+    rows[2]["generated_text"] = "This one will stall the judge."
+    data = write_jsonl(tmp_path / "rows.jsonl", rows)
+    register_judge("stalling", StallingJudge)
+    options = RunOptions(batch_size=1, workers=3, row_timeout=0.3)
+
+    summary = run_file(data, tmp_path / "out.jsonl", judge="stalling", options=options)
+
+    lines = list(iter_output_lines(tmp_path / "out.jsonl"))
+    assert lines[2]["error"]["kind"] == "timeout" and lines[2]["id"] == "r2"
+    assert "0.3 s per row" in lines[2]["error"]["message"]
+    assert all("output_relevance" in line for n, line in enumerate(lines) if n != 2)
+    assert summary.failures_by_kind == {"timeout": 1}
+
+
+def test_workers_do_not_change_results_or_order(tmp_path: Path) -> None:
+    data = write_jsonl(tmp_path / "rows.jsonl", make_rows(40))
+    one = run_file(data, tmp_path / "one.jsonl", options=RunOptions(batch_size=4, workers=1))
+    four = run_file(data, tmp_path / "four.jsonl", options=RunOptions(batch_size=4, workers=4))
+    assert (tmp_path / "one.jsonl").read_text() == (tmp_path / "four.jsonl").read_text()
+    assert one.detectors["completeness"].to_dict() == four.detectors["completeness"].to_dict()
+
+
+@pytest.mark.parametrize(
+    ("options", "field"),
+    [
+        (RunOptions(workers=0), "workers"),
+        (RunOptions(stream_batch_size=0), "stream_batch_size"),
+        (RunOptions(row_timeout=-1), "row_timeout"),
+    ],
+)
+def test_bad_run_options_name_the_option(tmp_path: Path, options: RunOptions, field: str) -> None:
+    data = write_jsonl(tmp_path / "rows.jsonl", make_rows(2))
+    with pytest.raises(RequestValidationError) as raised:
+        run_file(data, tmp_path / "out.jsonl", options=options)
+    assert raised.value.field == field
+    assert not (tmp_path / "out.jsonl").exists()
