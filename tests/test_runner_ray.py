@@ -1,0 +1,65 @@
+"""The Ray engine on a local Ray instance scores like the local engine, and says how to get Ray
+when it is missing."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from assay.runner import RunOptions, iter_output_lines, run_file
+from assay.runner.ray_engine import INSTALL_HINT, run_file_ray_async
+from assay.runner.rows import DetectorScorer
+from assay.schema import RequestValidationError
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "rag_rows.jsonl"
+ASSAY_BIN = Path(sys.executable).with_name("assay")
+
+
+def test_ray_engine_gives_the_local_engines_records_and_summary(tmp_path: Path) -> None:
+    data = tmp_path / "rows.jsonl"
+    # The example rows plus one malformed line: per-row errors must survive the trip through Ray.
+    data.write_text(EXAMPLES.read_text() + "{not json\n", encoding="utf-8")
+    local_out, ray_out = tmp_path / "local.parquet", tmp_path / "ray.parquet"
+    local = run_file(data, local_out, options=RunOptions(batch_size=4))
+
+    result = subprocess.run(
+        [
+            str(ASSAY_BIN),
+            "run",
+            str(data),
+            "--engine",
+            "ray",
+            "--workers",
+            "2",
+            "--batch-size",
+            "4",
+            "--stream-batch-size",
+            "8",
+            "--out",
+            str(ray_out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+    assert result.returncode == 0, result.stderr[-3000:]
+    ray_lines = list(iter_output_lines(ray_out))
+    assert ray_lines == list(iter_output_lines(local_out))
+    assert ray_lines[-1]["error"]["kind"] == "invalid_row"
+    assert local.rows == 21 and local.rows_failed == 1
+    assert "mean score" in result.stdout  # the same terminal summary as a local run
+
+
+async def test_missing_ray_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # makes `import ray` fail
+    with pytest.raises(RequestValidationError) as raised:
+        await run_file_ray_async(EXAMPLES, tmp_path / "out.jsonl", DetectorScorer(), RunOptions())
+    assert raised.value.field == "engine"
+    assert raised.value.message == INSTALL_HINT
+    assert "assay[ray]" in INSTALL_HINT
