@@ -125,7 +125,8 @@ def _scored_batches(
     input_path: Path, scorer: RowScorer, options: RunOptions, skip: int
 ) -> Iterable[Sequence[Line]]:
     ray = _import_ray()
-    logging.getLogger("ray.data").setLevel(logging.WARNING)
+    for name in ("ray.data", "ray.data._internal.execution.streaming_executor"):
+        logging.getLogger(name).setLevel(logging.WARNING)
     # Ray counts the read task's output as one input and warns that actors may idle; blocks
     # still stream to every actor, so the warning only confuses.
     warnings.filterwarnings("ignore", message="The minimum number of concurrent actors")
@@ -142,7 +143,7 @@ def _scored_batches(
         ScoringActor,
         fn_constructor_kwargs={"scorer_pickle": pickle.dumps(scorer), "options": options},
         batch_size=options.batch_size,
-        concurrency=options.workers,
+        compute=ray.data.ActorPoolStrategy(size=options.workers),
         batch_format="numpy",
     )
     for batch in scored.iter_batches(batch_size=options.stream_batch_size, batch_format="numpy"):
