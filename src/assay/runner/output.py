@@ -51,13 +51,16 @@ def iter_output_lines(path: Path) -> Iterator[dict[str, Any]]:
 
 
 def _parquet_lines(path: Path) -> Iterator[dict[str, Any]]:
-    import pyarrow.parquet as pq  # imported here: pyarrow is slow to import
+    import pyarrow as pa  # imported here: pyarrow is slow to import
+    import pyarrow.parquet as pq
 
-    parquet = pq.ParquetFile(path)
+    # Unbuffered, one small batch at a time: reading a large output must not grow memory.
+    parquet = pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 20)
     if RECORD_COLUMN not in parquet.schema_arrow.names:
         raise RequestValidationError(
             "OUTPUT", f"{path} has no {RECORD_COLUMN!r} column; is it an assay output file?"
         )
-    for batch in parquet.iter_batches(columns=[RECORD_COLUMN], batch_size=4096):
+    for batch in parquet.iter_batches(columns=[RECORD_COLUMN], batch_size=1024):
         for text in batch.column(0).to_pylist():
             yield json.loads(text)
+        pa.default_memory_pool().release_unused()

@@ -138,19 +138,25 @@ class ParquetWriter:
             os.fsync(handle.fileno())
         os.replace(temporary, final)
         self._parts_written = number
+        # Arrow's allocator keeps freed buffers for reuse; hand them back so memory stays flat.
+        pa.default_memory_pool().release_unused()
 
     def position(self) -> dict[str, Any]:
         return {"parts": self._parts_written}
 
     def finish(self) -> None:
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
         temporary = self.path.with_name(self.path.name + ".tmp")
         with pq.ParquetWriter(temporary, self.schema) as combined:
             for number in range(1, self._parts_written + 1):
-                part = pq.ParquetFile(self.parts / f"part-{number:06d}.parquet")
-                for batch in part.iter_batches():
+                part = pq.ParquetFile(
+                    self.parts / f"part-{number:06d}.parquet", pre_buffer=False, buffer_size=1 << 20
+                )
+                for batch in part.iter_batches(batch_size=1024):
                     combined.write_batch(batch)
+                pa.default_memory_pool().release_unused()
         os.replace(temporary, self.path)
         shutil.rmtree(self.parts, ignore_errors=True)
 
