@@ -157,14 +157,14 @@ def reliability_svg(curve: Sequence[CalibrationBin], label: str) -> str:
     curve: the calibration bins (see `stats.calibration_curve`).
     label: what the chart shows.
     """
-    size, margin = 320.0, 44.0
-    plot = size - 2 * margin + 20
+    left, top, plot, bottom = 58.0, 14.0, 240.0, 44.0
+    width, height = left + plot + 18, top + plot + bottom
 
     def x_of(value: float) -> float:
-        return margin + plot * value
+        return left + plot * value
 
     def y_of(value: float) -> float:
-        return margin - 24 + plot * (1 - value)
+        return top + plot * (1 - value)
 
     body = []
     for tick in (0.0, 0.25, 0.5, 0.75, 1.0):
@@ -206,7 +206,7 @@ def reliability_svg(curve: Sequence[CalibrationBin], label: str) -> str:
             f'data-mean-score="{p.mean_score:.4f}" data-observed="{p.observed_rate:.4f}" '
             f'data-rows="{p.rows}"><title>{escape(tip)}</title></circle>'
         )
-    body.append(_text(x_of(0.5), size - 4, "mean score in bin", text_anchor="middle"))
+    body.append(_text(x_of(0.5), height - 6, "mean score in bin", text_anchor="middle"))
     middle = y_of(0.5)
     body.append(
         _text(
@@ -217,4 +217,4 @@ def reliability_svg(curve: Sequence[CalibrationBin], label: str) -> str:
             transform=f"rotate(-90 12 {_n(middle)})",
         )
     )
-    return _svg(size, size, "reliability", label, body)
+    return _svg(width, height, "reliability", label, body)
