@@ -78,9 +78,7 @@ def test_check_fail_under_fails_below_passes_at_and_above_the_threshold() -> Non
         means, {"output_relevance": 0.7, "completeness": 0.7, "llm.ood_detection": 0.8}
     )
 
-    assert messages == [
-        "output_relevance: mean score 0.6500 is below --fail-under threshold 0.7"
-    ]
+    assert messages == ["output_relevance: mean score 0.6500 is below --fail-under threshold 0.7"]
     # A mean that equals the threshold up to float rounding passes.
     float_mean = (1.0 + 0.4 + 0.7) / 3
     assert float_mean < 0.7
@@ -126,7 +124,11 @@ def sample_lines() -> Iterator[dict[str, Any]]:
         "output_relevance": relevance(0.9, 0.9, 0.9, 0.6),
         "completeness": {"error": True, "kind": "timeout", "message": "no answer in 30s"},
     }
-    yield {"row": 4, "id": "q-4", "error": {"field": "generated_text", "message": "must not be empty"}}
+    yield {
+        "row": 4,
+        "id": "q-4",
+        "error": {"field": "generated_text", "message": "must not be empty"},
+    }
 
 
 def test_junit_has_one_case_per_row_failed_below_threshold_and_errored_on_errors(
@@ -146,7 +148,9 @@ def test_junit_has_one_case_per_row_failed_below_threshold_and_errored_on_errors
 
     passed, below, errored, rejected = cases
     assert passed.find("failure") is None and passed.find("error") is None
-    assert "output_relevance: score 1 (meets threshold 0.7)" in (passed.findtext("system-out") or "")
+    assert "output_relevance: score 1 (meets threshold 0.7)" in (
+        passed.findtext("system-out") or ""
+    )
 
     failure = below.find("failure")
     assert failure is not None

@@ -318,7 +318,9 @@ def report(
         thresholds = gates.parse_fail_under(fail_under or [])
         tally = reporting.collect(iter_output_lines(output), label_column)
         if label_column and tally.gold_column is None:
-            raise RequestValidationError("label_column", f"no row of {output} has that column")
+            raise RequestValidationError(
+                "label_column", f"no row of {output} has a column {label_column!r}"
+            )
         failures = gates.check_fail_under(tally.means(), thresholds)
         built = reporting.build_report(tally, str(output), thresholds, failures)
         page = html or reporting.default_report_path(output)
