@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
@@ -17,21 +15,11 @@ import pytest
 from assay.report import collect
 from assay.report.stats import auroc
 from assay.runner.output import iter_output_lines
+from test_cli import _assay as assay
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "rag_rows.jsonl"
 SVG = "{http://www.w3.org/2000/svg}"
 CHROMIUM = "/usr/bin/chromium"
-
-
-def assay(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "assay.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=cwd,
-        env={"COLUMNS": "160", "PATH": "/usr/bin:/bin", "HOME": str(Path.home())},
-    )
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +61,7 @@ def test_report_writes_a_self_contained_page_whose_charts_match_the_output(score
     assert f"wrote {page_path}" in result.stdout
     for heading in ("output_relevance", "completeness", "mean (95%)", "AUROC (95%)"):
         assert heading in result.stdout
-    assert "1 rows were rejected before scoring: generated_text (1)" in result.stdout
+    assert "1 row was rejected before scoring: generated_text (1)" in result.stdout
 
     page = page_path.read_text(encoding="utf-8")
     # Nothing is fetched: no script, stylesheet link, image or external URL.

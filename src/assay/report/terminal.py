@@ -90,8 +90,9 @@ def print_report(report: Report, console: Console) -> None:
             console.print(instruction_table(report))
     if report.rows_rejected:
         fields = ", ".join(f"{name} ({n})" for name, n in report.rejected.items())
+        were = "row was" if report.rows_rejected == 1 else "rows were"
         console.print(
-            Text(f"{report.rows_rejected} rows were rejected before scoring: {fields}", "yellow")
+            Text(f"{report.rows_rejected} {were} rejected before scoring: {fields}", "yellow")
         )
     if report.unreadable_labels:
         console.print(
