@@ -276,6 +276,29 @@ def _print_summary(summary: RunSummary) -> None:
     console.print(f"wrote {summary.output_path} and {summary.summary_path}", soft_wrap=True)
 
 
+def _counted(lines: Iterator[dict[str, Any]], label: str) -> Iterator[dict[str, Any]]:
+    """Pass `lines` through while a progress line on stderr counts them (large outputs take a
+    while to read; the count is not known up front, so there is no bar to fill). Shown on a
+    terminal only: in a CI log a vanishing counter would leave just a blank line."""
+    console = Console(stderr=True)
+    progress = Progress(
+        TextColumn(label),
+        TextColumn("{task.completed:,} rows"),
+        _RateColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    )
+    with progress:
+        task = progress.add_task(label, total=None)
+        count = 0
+        for count, line in enumerate(lines, start=1):
+            yield line
+            if count % 1000 == 0:  # updating per line would cost more than reading it
+                progress.update(task, completed=count)
+        progress.update(task, completed=count)
+
+
 _REPORT_OPTIONS = {
     "html": "--html",
     "label_column": "--label-column",
@@ -316,7 +339,7 @@ def report(
 
     with _reported_errors(_REPORT_OPTIONS):
         thresholds = gates.parse_fail_under(fail_under or [])
-        tally = reporting.collect(iter_output_lines(output), label_column)
+        tally = reporting.collect(_counted(iter_output_lines(output), "reading"), label_column)
         if label_column and tally.gold_column is None:
             raise RequestValidationError(
                 "label_column", f"no row of {output} has a column {label_column!r}"
@@ -328,7 +351,8 @@ def report(
         written = [str(page)]
         if junit is not None:
             suite = "assay." + output.stem.replace(".", "_")
-            gates.write_junit(iter_output_lines(output), junit, thresholds, suite_name=suite)
+            lines = _counted(iter_output_lines(output), "writing JUnit")
+            gates.write_junit(lines, junit, thresholds, suite_name=suite)
             written.append(str(junit))
     console = Console(highlight=False)
     reporting.print_report(built, console)
