@@ -193,3 +193,15 @@ def test_page_charts_carry_the_numbers_and_user_text_is_escaped() -> None:
     }
     assert failed == dict(zip(OUTPUT_RELEVANCE, [1, 2, 0, 2], strict=True))
     assert "gate failed" in page and "below 0.9" in page
+
+
+def test_an_output_with_only_rejected_rows_still_gives_a_page() -> None:
+    lines = [{"row": 1, "error": {"field": "generated_text", "message": "must not be empty"}}]
+    report = build_report(collect(lines), "run.jsonl")
+
+    page = render_html(report, title="run.jsonl", version="test")
+
+    assert report.scorers == [] and report.rows_rejected == 1
+    assert "No row has a scored result." in page
+    assert "must not be empty" in page
+    assert svgs(page) == []

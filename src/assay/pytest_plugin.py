@@ -18,7 +18,6 @@ import pytest
 
 from assay.client import Client, DetectResponseItem
 from assay.detectors import DETECTORS
-from assay.runner.gates import describe_result
 
 #: Score a detector must reach when no `min_score` is given (the runner's pass mark too).
 DEFAULT_MIN_SCORE = 0.7
@@ -76,6 +75,9 @@ def _failure_message(
     generated_text: str,
     user_query: str | None,
 ) -> str:
+    # Imported here: the plugin loads in every pytest run, and runner/ is only needed on failure.
+    from assay.runner.gates import describe_result
+
     lines = [f"assay: {', '.join(failing)} did not reach min_score"]
     if user_query is not None:
         lines.append(f"query:    {_quote(user_query)}")

@@ -59,7 +59,8 @@ def _arrays(tally: Mapping[float, int]) -> tuple[FloatArray, FloatArray]:
 
 
 def _bin_index(values: FloatArray, bins: int) -> npt.NDArray[np.int64]:
-    """Bin of each score in [0, 1]; a score of exactly 1.0 goes in the last bin, not past it."""
+    """Bin of each score in [0, 1]; a score of exactly 1.0 goes in the last bin, not past it.
+    Scores are 0 to 1 by contract; one outside that range would land in the nearest end bin."""
     return np.clip(np.floor(values * bins), 0, bins - 1).astype(np.int64)
 
 
