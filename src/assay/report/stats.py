@@ -19,6 +19,9 @@ import numpy.typing as npt
 DEFAULT_BINS = 10
 #: Bootstrap resamples behind every interval.
 DEFAULT_RESAMPLES = 2000
+#: Seed of every bootstrap, so the same output always gives the same intervals. It is the seed
+#: the run summary uses, so `assay run` and `assay report` print the same interval for a mean.
+BOOTSTRAP_SEED = 20261129
 #: Resamples drawn per numpy call, so memory stays small when there are many distinct scores.
 _RESAMPLE_CHUNK = 200
 
@@ -110,7 +113,7 @@ def mean_interval(
     tally: Mapping[float, int],
     resamples: int = DEFAULT_RESAMPLES,
     level: float = 0.95,
-    seed: int = 0,
+    seed: int = BOOTSTRAP_SEED,
 ) -> Interval | None:
     """Bootstrap percentile interval of the mean score; None with fewer than two rows.
 
@@ -166,7 +169,7 @@ def auroc_interval(
     negative: Mapping[float, int],
     resamples: int = DEFAULT_RESAMPLES,
     level: float = 0.95,
-    seed: int = 0,
+    seed: int = BOOTSTRAP_SEED,
 ) -> Interval | None:
     """Bootstrap percentile interval of the AUROC (rows resampled as score/label pairs).
 
