@@ -99,3 +99,19 @@ def test_calibration_curve_bins_rows_and_expected_calibration_error_weights_them
     expected = (4 * abs(0.2 - 0.25) + 11 * abs((0.9 * 10 + 1.0) / 11 - 9 / 11)) / 15
     assert stats.expected_calibration_error(curve) == pytest.approx(expected)
     assert stats.expected_calibration_error([]) is None
+
+
+def test_mean_interval_is_the_plain_multinomial_bootstrap_with_the_shared_seed() -> None:
+    # The run summary computes its interval in one multinomial draw with this seed; drawing in
+    # chunks must give the very same resamples, so both commands print the same interval.
+    tally = Counter({0.0: 3, 0.25: 5, 0.5: 9, 0.75: 14, 1.0: 21})
+    values = np.array(sorted(tally), dtype=np.float64)
+    counts = np.array([tally[v] for v in sorted(tally)], dtype=np.float64)
+    rng = np.random.default_rng(stats.BOOTSTRAP_SEED)
+    means = rng.multinomial(52, counts / 52, size=stats.DEFAULT_RESAMPLES) @ values / 52
+    low, high = np.percentile(means, [2.5, 97.5])
+
+    interval = stats.mean_interval(tally)
+
+    assert interval is not None
+    assert (interval.low, interval.high) == (low, high)
