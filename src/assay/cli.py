@@ -384,5 +384,90 @@ def _print_summary(summary: RunSummary) -> None:
     console.print(f"wrote {summary.output_path} and {summary.summary_path}", soft_wrap=True)
 
 
+def _counted(lines: Iterator[dict[str, Any]], label: str) -> Iterator[dict[str, Any]]:
+    """Pass `lines` through while a progress line on stderr counts them (large outputs take a
+    while to read; the count is not known up front, so there is no bar to fill). Shown on a
+    terminal only: in a CI log a vanishing counter would leave just a blank line."""
+    console = Console(stderr=True)
+    progress = Progress(
+        TextColumn(label),
+        TextColumn("{task.completed:,} rows"),
+        _RateColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    )
+    with progress:
+        task = progress.add_task(label, total=None)
+        count = 0
+        for count, line in enumerate(lines, start=1):
+            yield line
+            if count % 1000 == 0:  # updating per line would cost more than reading it
+                progress.update(task, completed=count)
+        progress.update(task, completed=count)
+
+
+_REPORT_OPTIONS = {
+    "html": "--html",
+    "label_column": "--label-column",
+    "junit": "--junit",
+}
+
+
+@app.command()
+def report(
+    output: Annotated[Path, typer.Argument(help="A run's output file: .jsonl or .parquet.")],
+    html: Annotated[
+        Path | None,
+        typer.Option("--html", help="HTML file to write (default: <output>.report.html)."),
+    ] = None,
+    label_column: Annotated[
+        str | None,
+        typer.Option(
+            "--label-column", help="Column with gold labels (default: label, gold or gold_label)."
+        ),
+    ] = None,
+    fail_under: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--fail-under",
+            help="NAME=THRESHOLD: exit 1 when NAME's mean score is below it (repeatable).",
+        ),
+    ] = None,
+    junit: Annotated[
+        Path | None, typer.Option("--junit", help="Also write JUnit XML, one test case per row.")
+    ] = None,
+) -> None:
+    """Report on a run's output: an HTML page with charts, summary tables, optional CI gates."""
+    # Imported here, not at the top: numpy and jinja2 would slow every other command's start.
+    from assay import __version__
+    from assay import report as reporting
+    from assay.runner import gates
+    from assay.runner.output import iter_output_lines
+
+    with _reported_errors(_REPORT_OPTIONS):
+        thresholds = gates.parse_fail_under(fail_under or [])
+        tally = reporting.collect(_counted(iter_output_lines(output), "reading"), label_column)
+        if label_column and tally.gold_column is None:
+            raise RequestValidationError(
+                "label_column", f"no row of {output} has a column {label_column!r}"
+            )
+        failures = gates.check_fail_under(tally.means(), thresholds)
+        built = reporting.build_report(tally, str(output), thresholds, failures)
+        page = html or reporting.default_report_path(output)
+        reporting.write_html(built, page, __version__)
+        written = [str(page)]
+        if junit is not None:
+            suite = "assay." + output.stem.replace(".", "_")
+            lines = _counted(iter_output_lines(output), "writing JUnit")
+            gates.write_junit(lines, junit, thresholds, suite_name=suite)
+            written.append(str(junit))
+    console = Console(highlight=False)
+    reporting.print_report(built, console)
+    console.print(f"wrote {' and '.join(written)}", soft_wrap=True)
+    if failures:
+        raise _fail("; ".join(failures), EXIT_FAILED)
+
+
 if __name__ == "__main__":
     app()

@@ -1,0 +1,192 @@
+"""pytest plugin: judge LLM outputs inside ordinary tests.
+
+Installed with Assay (entry point `pytest11`), it gives every test suite:
+
+- the `assay` fixture: an `AssayClient` (a `Client`) that runs in-process on the default judge,
+  or talks to an Assay server when `$ASSAY_BASE_URL` (or `$CLIENT_BASE_URL`) is set;
+- `assert_detect(...)` (also `assay.assert_detect(...)`): score one response and fail the test
+  when a detector's score is below its threshold, with the instruction breakdown (which
+  instruction failed, its follow_probability and the judge's explanation) in the message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+import pytest
+
+from assay.client import Client, DetectResponseItem
+from assay.detectors import DETECTORS
+
+#: Score a detector must reach when no `min_score` is given (the runner's pass mark too).
+DEFAULT_MIN_SCORE = 0.7
+#: How much of the query and response a failure message quotes.
+_QUOTE_CHARS = 160
+
+
+def _quote(text: str) -> str:
+    flat = " ".join(text.split())
+    return repr(flat if len(flat) <= _QUOTE_CHARS else flat[: _QUOTE_CHARS - 1] + "…")
+
+
+def _detector_names(
+    detectors: str | Iterable[str] | None, user_query: str | None, context: Any
+) -> list[str]:
+    """The detectors asked for, or by default every one whose required inputs are given."""
+    if detectors is not None:
+        names = [detectors] if isinstance(detectors, str) else list(detectors)
+        if not names:
+            raise ValueError("detectors: name at least one detector")
+        return names
+    given = {"generated_text"}
+    if user_query is not None:
+        given.add("user_query")
+    if context is not None:
+        given.add("context")
+    names = [d.name for d in DETECTORS.values() if set(d.required_inputs) <= given]
+    if not names:
+        raise ValueError("no detector has the inputs given; pass user_query and/or context")
+    return names
+
+
+def _thresholds(names: Sequence[str], min_score: float | Mapping[str, float]) -> dict[str, float]:
+    """Each detector's threshold, checked: numbers in [0, 1], named detectors only."""
+    if isinstance(min_score, Mapping):
+        extra = sorted(set(min_score) - set(names))
+        if extra:
+            raise ValueError(
+                f"min_score names {', '.join(extra)}, which is not among the detectors run "
+                f"({', '.join(names)})"
+            )
+        thresholds = {name: float(min_score.get(name, DEFAULT_MIN_SCORE)) for name in names}
+    else:
+        thresholds = {name: float(min_score) for name in names}
+    for name, threshold in thresholds.items():
+        if not 0.0 <= threshold <= 1.0:
+            raise ValueError(f"min_score for {name} is {threshold}; scores run from 0 to 1")
+    return thresholds
+
+
+def _failure_message(
+    response: DetectResponseItem,
+    thresholds: Mapping[str, float],
+    failing: Sequence[str],
+    generated_text: str,
+    user_query: str | None,
+) -> str:
+    # Imported here: the plugin loads in every pytest run, and runner/ is only needed on failure.
+    from assay.runner.gates import describe_result
+
+    lines = [f"assay: {', '.join(failing)} did not reach min_score"]
+    if user_query is not None:
+        lines.append(f"query:    {_quote(user_query)}")
+    lines.append(f"response: {_quote(generated_text)}")
+    for name, threshold in thresholds.items():
+        result = response.get(name)
+        lines.append("")
+        if not isinstance(result, Mapping):
+            lines.append(f"{name}: no result came back")
+        elif name in failing:
+            lines.append(describe_result(name, result, threshold))
+        else:
+            lines.append(f"{name}: score {float(result['score']):.4g} (meets {threshold:g})")
+    return "\n".join(lines)
+
+
+def _passes(result: Any, threshold: float) -> bool:
+    """True when `result` is a score (not an error) at or above `threshold`."""
+    if not isinstance(result, Mapping) or result.get("error") is True:
+        return False
+    return float(result["score"]) >= threshold
+
+
+def assert_detect(
+    generated_text: str,
+    user_query: str | None = None,
+    context: str | Sequence[str] | None = None,
+    detectors: str | Iterable[str] | None = None,
+    min_score: float | Mapping[str, float] = DEFAULT_MIN_SCORE,
+    *,
+    client: Client | None = None,
+    explain: bool = True,
+) -> DetectResponseItem:
+    """Score a response and fail the calling test unless every detector reaches its threshold.
+
+    generated_text: the response to judge.
+    user_query: the question it answers (output_relevance needs it).
+    context: the document(s) it should draw on (completeness needs them).
+    detectors: detector name(s) to run; default every detector whose inputs are given.
+    min_score: the score each detector must reach, or {detector: score} (detectors left out
+        use DEFAULT_MIN_SCORE). A score equal to the threshold passes.
+    client: the Client to use (the `assay` fixture's); default a new in-process-or-remote one.
+    explain: ask for explanations, so the failure message says why an instruction failed.
+    Returns the response item (detector name -> result) when the test should go on. Raises
+    AssertionError with the instruction breakdown when a detector is below its threshold or
+    errored; ValueError for a bad argument.
+    """
+    __tracebackhide__ = True  # pytest shows the caller's line, not this helper's
+    names = _detector_names(detectors, user_query, context)
+    thresholds = _thresholds(names, min_score)
+    item: dict[str, Any] = {
+        "generated_text": generated_text,
+        "config": {name: {"detector_name": "default", "explain": explain} for name in names},
+        # A detector that cannot score is reported in the message, next to the others' results.
+        "must_compute": "ignore_failures",
+    }
+    if user_query is not None:
+        item["user_query"] = user_query
+    if context is not None:
+        item["context"] = context if isinstance(context, str) else list(context)
+    owned = client is None
+    active = Client() if client is None else client
+    try:
+        response = active.inference.detect(body=[item])[0]
+    finally:
+        if owned:
+            active.close()
+    failing = [
+        name for name, threshold in thresholds.items() if not _passes(response.get(name), threshold)
+    ]
+    if failing:
+        raise AssertionError(
+            _failure_message(response, thresholds, failing, generated_text, user_query)
+        )
+    return response
+
+
+class AssayClient(Client):
+    """The `assay` fixture: a `Client` with `assert_detect` bound to it."""
+
+    def assert_detect(
+        self,
+        generated_text: str,
+        user_query: str | None = None,
+        context: str | Sequence[str] | None = None,
+        detectors: str | Iterable[str] | None = None,
+        min_score: float | Mapping[str, float] = DEFAULT_MIN_SCORE,
+        *,
+        explain: bool = True,
+    ) -> DetectResponseItem:
+        """`assert_detect` (see there for the arguments) through this client."""
+        __tracebackhide__ = True
+        return assert_detect(
+            generated_text,
+            user_query,
+            context,
+            detectors,
+            min_score,
+            client=self,
+            explain=explain,
+        )
+
+
+@pytest.fixture
+def assay() -> Iterator[AssayClient]:
+    """An Assay client for the test: in-process on the default judge (`$ASSAY_JUDGE`, else the
+    embedded one), or remote when `$ASSAY_BASE_URL` / `$CLIENT_BASE_URL` names a server."""
+    client = AssayClient()
+    try:
+        yield client
+    finally:
+        client.close()

@@ -1,0 +1,33 @@
+"""`assay report`: turn a run's output into an HTML page and a terminal summary.
+
+`collect` folds output lines into tallies, `stats` computes the numbers (histograms, bootstrap
+intervals, AUROC, calibration), `model` gathers them per detector or metric, `svg` draws the
+charts, `html` renders the page and `terminal` prints the tables.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from assay.report.collect import DEFAULT_LABEL_COLUMNS, RunTally, collect
+from assay.report.html import render_html, write_html
+from assay.report.model import Report, build_report
+from assay.report.terminal import print_report
+
+__all__ = [
+    "DEFAULT_LABEL_COLUMNS",
+    "Report",
+    "RunTally",
+    "build_report",
+    "collect",
+    "default_report_path",
+    "print_report",
+    "render_html",
+    "write_html",
+]
+
+
+def default_report_path(output: Path) -> Path:
+    """Where `assay report OUTPUT` writes its page by default: next to OUTPUT, as
+    `<name without extension>.report.html` (`run.scored.jsonl` -> `run.scored.report.html`)."""
+    return output.with_name(output.stem + ".report.html")

@@ -1,0 +1,269 @@
+"""Fold a run's output lines into what the report shows, one line at a time.
+
+An output line is `{"row", "id"?, <passthrough columns>, <name>: result, ...}`. Any key whose
+value is an object with a numeric `score` is a scored result (a detector today, a metric such as
+`llm.ood_detection` later), so new scorers appear in the report without changes here. An object
+with `"error": true` is that scorer's failure on the row; a top-level `"error"` object means the
+row was rejected before scoring. Only tallies and a handful of example rows are kept, so memory
+stays flat however long the output is.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+#: Gold-label columns looked for, in order, when no `--label-column` is given.
+DEFAULT_LABEL_COLUMNS = ("label", "gold", "gold_label")
+#: How many lowest-scoring rows the report lists per scorer.
+WORST_ROWS = 5
+#: Keys of an output line that are never scorer results.
+_RESERVED_KEYS = frozenset({"row", "id", "error"})
+#: Accepted spellings of a gold label (compared lower-cased and stripped).
+_TRUE_WORDS = frozenset({"true", "yes", "y", "1", "pass", "passed", "good", "positive"})
+_FALSE_WORDS = frozenset({"false", "no", "n", "0", "fail", "failed", "bad", "negative"})
+
+
+def is_scored_result(value: Any) -> bool:
+    """True for a scorer's result object: a dict whose `score` is a number (not a bool)."""
+    if not isinstance(value, Mapping):
+        return False
+    score = value.get("score")
+    return isinstance(score, int | float) and not isinstance(score, bool)
+
+
+def is_scorer_error(value: Any) -> bool:
+    """True for a scorer's error object: `{"error": true, "kind"?, "message"?}`."""
+    return isinstance(value, Mapping) and value.get("error") is True
+
+
+def read_gold_label(value: Any) -> bool | None:
+    """A gold label as a bool (True = the response is good); None when it cannot be read.
+
+    value: a bool, 0/1, or a word such as true/false, yes/no, pass/fail, good/bad.
+    """
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int | float) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str):
+        word = value.strip().lower()
+        if word in _TRUE_WORDS:
+            return True
+        if word in _FALSE_WORDS:
+            return False
+    return None
+
+
+@dataclass
+class InstructionTally:
+    """One instruction's counts over a scorer's rows.
+
+    answered: rows where the instruction was judged.
+    failed: rows where its label was false.
+    probability_total: sum of its follow_probability (for the mean).
+    """
+
+    answered: int = 0
+    failed: int = 0
+    probability_total: float = 0.0
+
+    @property
+    def failure_rate(self) -> float:
+        return self.failed / self.answered if self.answered else 0.0
+
+    @property
+    def mean_probability(self) -> float:
+        return self.probability_total / self.answered if self.answered else 0.0
+
+
+@dataclass(frozen=True)
+class ExampleRow:
+    """A low-scoring row kept for the report: where it is and which instructions it failed.
+
+    failed: (instruction, follow_probability, explanation) for each instruction labelled false.
+    """
+
+    score: float
+    row: Any
+    row_id: Any
+    failed: tuple[tuple[str, float, str], ...]
+
+
+@dataclass
+class ScorerTally:
+    """Everything the report needs about one detector or metric.
+
+    scores: score (rounded to 4 places) -> rows with it.
+    positive / negative: the same, for rows whose gold label is true / false.
+    errors: error kind -> rows where this scorer failed.
+    instructions: instruction text -> its counts, in the order first seen.
+    """
+
+    name: str
+    scores: Counter[float] = field(default_factory=Counter)
+    positive: Counter[float] = field(default_factory=Counter)
+    negative: Counter[float] = field(default_factory=Counter)
+    errors: Counter[str] = field(default_factory=Counter)
+    instructions: dict[str, InstructionTally] = field(default_factory=dict)
+    # Bounded heap of the lowest-scoring rows as (-score, -row order, example): its top is the
+    # entry to drop first, the highest score and, among equal scores, the latest row.
+    _lowest: list[tuple[float, int, ExampleRow]] = field(default_factory=list)
+
+    @property
+    def rows_scored(self) -> int:
+        return sum(self.scores.values())
+
+    @property
+    def rows_errored(self) -> int:
+        return sum(self.errors.values())
+
+    def lowest_rows(self) -> list[ExampleRow]:
+        """The kept low-scoring rows, lowest score first (earlier rows first on ties)."""
+        return [entry[2] for entry in sorted(self._lowest, key=lambda e: (-e[0], -e[1]))]
+
+    def add(self, result: Mapping[str, Any], gold: bool | None, row: Any, row_id: Any) -> None:
+        """Count one row's result; `gold` is its gold label, if it has one."""
+        score = round(float(result["score"]), 4)
+        self.scores[score] += 1
+        if gold is not None:
+            (self.positive if gold else self.negative)[score] += 1
+        failed = []
+        for entry in result.get("instructions_list") or []:
+            text = str(entry.get("instruction", ""))
+            tally = self.instructions.setdefault(text, InstructionTally())
+            tally.answered += 1
+            tally.probability_total += float(entry.get("follow_probability", 0.0))
+            if not entry.get("label"):
+                tally.failed += 1
+                failed.append(
+                    (
+                        text,
+                        float(entry.get("follow_probability", 0.0)),
+                        entry.get("explanation", ""),
+                    )
+                )
+        self._keep_if_low(ExampleRow(score, row, row_id, tuple(failed)))
+
+    def _keep_if_low(self, example: ExampleRow) -> None:
+        key = (-example.score, -self.rows_scored, example)
+        if len(self._lowest) < WORST_ROWS:
+            heapq.heappush(self._lowest, key)
+        elif key[:2] > self._lowest[0][:2]:
+            heapq.heapreplace(self._lowest, key)
+
+
+@dataclass(frozen=True)
+class RejectedRow:
+    """A row rejected before scoring: where it is, the field at fault and why."""
+
+    row: Any
+    row_id: Any
+    field: str
+    message: str
+
+
+@dataclass
+class RunTally:
+    """A whole output file, folded.
+
+    label_column: the gold-label column asked for (`--label-column`); None to look for
+        `DEFAULT_LABEL_COLUMNS`.
+    rows: output lines seen.
+    rejected: field -> rows rejected before scoring because of it.
+    rejected_examples: the first few rejected rows.
+    scorers: per detector or metric, in the order first seen.
+    gold_column: the label column actually found (None if no row had one).
+    labelled_results: scored results paired with a readable gold label.
+    unreadable_labels: results whose gold label is not a yes/no value (left out of AUROC).
+    unreadable_example: the first such value, for the message.
+    """
+
+    label_column: str | None = None
+    rows: int = 0
+    rejected: Counter[str] = field(default_factory=Counter)
+    rejected_examples: list[RejectedRow] = field(default_factory=list)
+    scorers: dict[str, ScorerTally] = field(default_factory=dict)
+    gold_column: str | None = None
+    labelled_results: int = 0
+    unreadable_labels: int = 0
+    unreadable_example: str | None = None
+
+    @property
+    def rows_rejected(self) -> int:
+        return sum(self.rejected.values())
+
+    def means(self) -> dict[str, float | None]:
+        """Mean score per scorer (None when every row of it errored): what gates check."""
+        return {
+            name: (
+                sum(v * n for v, n in s.scores.items()) / s.rows_scored if s.rows_scored else None
+            )
+            for name, s in self.scorers.items()
+        }
+
+    def add_line(self, line: Mapping[str, Any]) -> None:
+        """Count one output line."""
+        self.rows += 1
+        error = line.get("error")
+        if isinstance(error, Mapping):
+            field_name = str(error.get("field", "?"))
+            self.rejected[field_name] += 1
+            if len(self.rejected_examples) < WORST_ROWS:
+                message = str(error.get("message", ""))
+                self.rejected_examples.append(
+                    RejectedRow(line.get("row"), line.get("id"), field_name, message)
+                )
+            return
+        gold_value = self._gold_value(line)
+        for name, value in line.items():
+            if name in _RESERVED_KEYS:
+                continue
+            if is_scorer_error(value):
+                tally = self.scorers.setdefault(name, ScorerTally(name))
+                tally.errors[str(value.get("kind", "error"))] += 1
+            elif is_scored_result(value):
+                gold = self._gold_for(gold_value, name)
+                self.scorers.setdefault(name, ScorerTally(name)).add(
+                    value, gold, line.get("row"), line.get("id")
+                )
+
+    def _gold_value(self, line: Mapping[str, Any]) -> Any:
+        names = (self.label_column,) if self.label_column else DEFAULT_LABEL_COLUMNS
+        for name in names:
+            if name in line and line[name] is not None:
+                self.gold_column = name
+                return line[name]
+        return None
+
+    def _gold_for(self, value: Any, scorer: str) -> bool | None:
+        """The row's gold label for `scorer`: one label for every scorer, or a per-scorer map."""
+        if value is None:
+            return None
+        if isinstance(value, Mapping):
+            if scorer not in value:
+                return None
+            value = value[scorer]
+        gold = read_gold_label(value)
+        if gold is None:
+            self.unreadable_labels += 1
+            if self.unreadable_example is None:
+                self.unreadable_example = repr(value)[:60]
+        else:
+            self.labelled_results += 1
+        return gold
+
+
+def collect(lines: Iterable[Mapping[str, Any]], label_column: str | None = None) -> RunTally:
+    """Fold every output line into a RunTally.
+
+    lines: a run's output lines (see `assay.runner.output.iter_output_lines`).
+    label_column: the gold-label column; None looks for `label`, `gold` or `gold_label`.
+    """
+    tally = RunTally(label_column=label_column)
+    for line in lines:
+        tally.add_line(line)
+    return tally

@@ -1,0 +1,227 @@
+"""Numbers for the report: score histograms, bootstrap intervals, AUROC and calibration.
+
+Every function here takes a *tally* instead of one value per row: the distinct scores seen, and
+how many rows had each (split into gold-positive and gold-negative rows where gold labels exist).
+Scores live on a 4-decimal grid, so a run of any length folds into at most 10,001 distinct values
+and nothing here grows with the number of rows. Drawing a tally's counts from a multinomial is
+the same as resampling its rows with replacement, which keeps the bootstrap cheap too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+#: Histogram and calibration bins over the score range [0, 1].
+DEFAULT_BINS = 10
+#: Bootstrap resamples behind every interval.
+DEFAULT_RESAMPLES = 2000
+#: Seed of every bootstrap, so the same output always gives the same intervals. It is the seed
+#: the run summary uses, so `assay run` and `assay report` print the same interval for a mean.
+BOOTSTRAP_SEED = 20261129
+#: Resamples drawn per numpy call, so memory stays small when there are many distinct scores.
+_RESAMPLE_CHUNK = 200
+
+FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A two-sided bootstrap interval: `low` and `high` bound the middle `level` of resamples."""
+
+    low: float
+    high: float
+    level: float = 0.95
+
+
+@dataclass(frozen=True)
+class CalibrationBin:
+    """One point of a reliability curve.
+
+    low / high: the score range of the bin ([low, high), the last bin includes 1.0).
+    mean_score: the mean score of the gold-labelled rows in the bin.
+    observed_rate: the share of those rows whose gold label is positive.
+    rows: how many gold-labelled rows fell in the bin.
+    """
+
+    low: float
+    high: float
+    mean_score: float
+    observed_rate: float
+    rows: int
+
+
+def _arrays(tally: Mapping[float, int]) -> tuple[FloatArray, FloatArray]:
+    """Distinct values (ascending) and their counts as float arrays."""
+    values = np.array(sorted(tally), dtype=np.float64)
+    counts = np.array([tally[v] for v in sorted(tally)], dtype=np.float64)
+    return values, counts
+
+
+def _bin_index(values: FloatArray, bins: int) -> npt.NDArray[np.int64]:
+    """Bin of each score in [0, 1]; a score of exactly 1.0 goes in the last bin, not past it.
+    Scores are 0 to 1 by contract; one outside that range would land in the nearest end bin."""
+    return np.clip(np.floor(values * bins), 0, bins - 1).astype(np.int64)
+
+
+def histogram(tally: Mapping[float, int], bins: int = DEFAULT_BINS) -> list[int]:
+    """Rows per score bin: `bins` equal-width bins over [0, 1].
+
+    tally: distinct score -> number of rows with it.
+    bins: number of bins.
+    """
+    result = np.zeros(bins, dtype=np.int64)
+    if tally:
+        values, counts = _arrays(tally)
+        np.add.at(result, _bin_index(values, bins), counts.astype(np.int64))
+    return [int(count) for count in result]
+
+
+def mean(tally: Mapping[float, int]) -> float | None:
+    """Mean score over all rows of `tally`; None when it is empty."""
+    total = sum(tally.values())
+    if not total:
+        return None
+    return float(sum(value * count for value, count in tally.items()) / total)
+
+
+def _percentile_interval(samples: FloatArray, level: float) -> Interval | None:
+    samples = samples[~np.isnan(samples)]
+    if samples.size == 0:
+        return None
+    tail = (1.0 - level) / 2.0 * 100.0
+    low, high = np.percentile(samples, [tail, 100.0 - tail])
+    return Interval(float(low), float(high), level)
+
+
+def _resampled_counts(counts: FloatArray, resamples: int, seed: int) -> list[npt.NDArray[np.int64]]:
+    """`resamples` bootstrap draws of `counts` (one row of new counts per draw), in chunks."""
+    rng = np.random.default_rng(seed)
+    total = int(counts.sum())
+    probabilities = counts / counts.sum()
+    chunks = []
+    for start in range(0, resamples, _RESAMPLE_CHUNK):
+        size = min(_RESAMPLE_CHUNK, resamples - start)
+        chunks.append(rng.multinomial(total, probabilities, size=size))
+    return chunks
+
+
+def mean_interval(
+    tally: Mapping[float, int],
+    resamples: int = DEFAULT_RESAMPLES,
+    level: float = 0.95,
+    seed: int = BOOTSTRAP_SEED,
+) -> Interval | None:
+    """Bootstrap percentile interval of the mean score; None with fewer than two rows.
+
+    tally: distinct score -> number of rows with it.
+    resamples: how many bootstrap resamples to draw.
+    level: the interval's coverage (0.95 for a 95% interval).
+    seed: random seed, fixed so the same output always gives the same report.
+    """
+    if sum(tally.values()) < 2:
+        return None
+    values, counts = _arrays(tally)
+    total = counts.sum()
+    means = [chunk @ values / total for chunk in _resampled_counts(counts, resamples, seed)]
+    return _percentile_interval(np.concatenate(means), level)
+
+
+def _auroc_from_counts(positives: FloatArray, negatives: FloatArray) -> FloatArray:
+    """AUROC for each row of per-value positive and negative counts (values ascending).
+
+    A positive beats every negative with a lower score and ties count half (the Mann-Whitney
+    statistic), so a score that cannot tell the classes apart gets 0.5.
+    """
+    negatives_below = np.cumsum(negatives, axis=-1) - negatives
+    wins = (positives * (negatives_below + 0.5 * negatives)).sum(axis=-1)
+    pairs = positives.sum(axis=-1) * negatives.sum(axis=-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(pairs > 0, wins / np.where(pairs > 0, pairs, 1.0), np.nan)
+
+
+def _split_arrays(
+    positive: Mapping[float, int], negative: Mapping[float, int]
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    values = np.array(sorted({*positive, *negative}), dtype=np.float64)
+    positives = np.array([positive.get(v, 0) for v in values], dtype=np.float64)
+    negatives = np.array([negative.get(v, 0) for v in values], dtype=np.float64)
+    return values, positives, negatives
+
+
+def auroc(positive: Mapping[float, int], negative: Mapping[float, int]) -> float | None:
+    """Area under the ROC curve of score against gold label; None unless both classes occur.
+
+    positive: score -> number of gold-positive rows (the response is good) with it.
+    negative: score -> number of gold-negative rows with it.
+    """
+    _, positives, negatives = _split_arrays(positive, negative)
+    if not positives.sum() or not negatives.sum():
+        return None
+    return float(_auroc_from_counts(positives, negatives))
+
+
+def auroc_interval(
+    positive: Mapping[float, int],
+    negative: Mapping[float, int],
+    resamples: int = DEFAULT_RESAMPLES,
+    level: float = 0.95,
+    seed: int = BOOTSTRAP_SEED,
+) -> Interval | None:
+    """Bootstrap percentile interval of the AUROC (rows resampled as score/label pairs).
+
+    Arguments as for `auroc`, plus `resamples`, `level` and `seed` as for `mean_interval`.
+    Resamples that happen to hold only one class are dropped; None unless both classes occur.
+    """
+    _, positives, negatives = _split_arrays(positive, negative)
+    if not positives.sum() or not negatives.sum():
+        return None
+    cells = np.concatenate([positives, negatives])
+    width = positives.size
+    areas = [
+        _auroc_from_counts(chunk[:, :width].astype(np.float64), chunk[:, width:].astype(np.float64))
+        for chunk in _resampled_counts(cells, resamples, seed)
+    ]
+    return _percentile_interval(np.concatenate(areas), level)
+
+
+def calibration_curve(
+    positive: Mapping[float, int], negative: Mapping[float, int], bins: int = DEFAULT_BINS
+) -> list[CalibrationBin]:
+    """Reliability curve: per score bin, the mean score against the observed positive rate.
+
+    Arguments as for `auroc`; `bins` equal-width bins over [0, 1]. Empty bins are left out.
+    """
+    values, positives, negatives = _split_arrays(positive, negative)
+    curve: list[CalibrationBin] = []
+    if values.size == 0:
+        return curve
+    index = _bin_index(values, bins)
+    for number in range(bins):
+        inside = index == number
+        rows = positives[inside].sum() + negatives[inside].sum()
+        if not rows:
+            continue
+        weights = positives[inside] + negatives[inside]
+        curve.append(
+            CalibrationBin(
+                low=number / bins,
+                high=(number + 1) / bins,
+                mean_score=float(values[inside] @ weights / rows),
+                observed_rate=float(positives[inside].sum() / rows),
+                rows=int(rows),
+            )
+        )
+    return curve
+
+
+def expected_calibration_error(curve: list[CalibrationBin]) -> float | None:
+    """Row-weighted mean gap between mean score and observed rate over the curve's bins."""
+    rows = sum(point.rows for point in curve)
+    if not rows:
+        return None
+    gaps = sum(point.rows * abs(point.mean_score - point.observed_rate) for point in curve)
+    return gaps / rows

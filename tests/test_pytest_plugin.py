@@ -1,0 +1,187 @@
+"""The pytest plugin, used the way a user would: test files run by pytest's own `pytester`.
+
+The inner runs load the plugin through its `pytest11` entry point, as any project that
+installs Assay gets it, and judge with the real embedded judge.
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import entry_points
+
+import pytest
+
+from assay.pytest_plugin import AssayClient, assert_detect
+from published_instructions import OUTPUT_RELEVANCE
+
+pytest_plugins = ["pytester"]
+
+QUERY = "What is the capital of France?"
+ON_TOPIC = "The capital of France is Paris."
+OFF_TOPIC = "Bananas are rich in potassium and grow in warm tropical climates."
+
+
+@pytest.fixture(autouse=True)
+def in_process(no_server_env: None) -> None:
+    """Every test here starts without a server configured."""
+
+
+def run(pytester: pytest.Pytester) -> pytest.RunResult:
+    """Run the inner test files in this process, as a project with no pytest settings would."""
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    return pytester.runpytest("-p", "no:cacheprovider")
+
+
+def test_the_plugin_is_registered_as_a_pytest11_entry_point() -> None:
+    plugins = {e.name: e.value for e in entry_points(group="pytest11")}
+
+    assert plugins["assay"] == "assay.pytest_plugin"
+
+
+def test_assert_detect_passes_on_topic_and_fails_off_topic_with_the_breakdown(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        f"""
+        from assay.pytest_plugin import assert_detect
+
+        def test_on_topic(assay):
+            result = assay.assert_detect({ON_TOPIC!r}, user_query={QUERY!r})
+            assert result["output_relevance"]["score"] >= 0.7
+
+        def test_off_topic(assay):
+            assay.assert_detect({OFF_TOPIC!r}, user_query={QUERY!r})
+
+        def test_plain_function_without_the_fixture():
+            assert_detect({ON_TOPIC!r}, user_query={QUERY!r}, detectors="output_relevance")
+        """
+    )
+
+    result = run(pytester)
+
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*AssertionError: assay: output_relevance did not reach min_score",
+            f"*query:    {QUERY!r}",
+            f"*response: {OFF_TOPIC!r}",
+            "*output_relevance: score * (below threshold 0.7)",
+            f"*✗ {OUTPUT_RELEVANCE[0]} (p=0.*)",
+            "*FAILED test_assert_detect_passes_on_topic_and_fails_off_topic_with_the_breakdown.py::test_off_topic*",
+        ]
+    )
+    # The failing line of the user's test is shown, not the helper's insides.
+    assert "__tracebackhide__" not in result.stdout.str()
+    assert "def assert_detect(" not in result.stdout.str()
+
+
+def test_per_detector_thresholds_and_the_default_detectors_from_the_inputs_given(
+    pytester: pytest.Pytester,
+) -> None:
+    context = "Paris is the capital and largest city of France."
+    pytester.makepyfile(
+        f"""
+        def test_both_detectors_run_when_query_and_context_are_given(assay):
+            result = assay.assert_detect(
+                {ON_TOPIC!r}, user_query={QUERY!r}, context=[{context!r}], min_score=0.0
+            )
+            assert set(result) == {{"output_relevance", "completeness"}}
+
+        def test_a_lenient_threshold_for_one_detector(assay):
+            assay.assert_detect({OFF_TOPIC!r}, user_query={QUERY!r},
+                                min_score={{"output_relevance": 0.0}})
+
+        def test_a_strict_threshold_for_the_other(assay):
+            assay.assert_detect({OFF_TOPIC!r}, user_query={QUERY!r}, context={context!r},
+                                min_score={{"output_relevance": 0.0, "completeness": 1.0}})
+        """
+    )
+
+    result = run(pytester)
+
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*assay: completeness did not reach min_score",
+            "*output_relevance: score * (meets 0)",
+            "*completeness: score * (below threshold 1)",
+        ]
+    )
+
+
+def test_a_detector_that_cannot_score_fails_the_test_with_its_error(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makeconftest(
+        """
+        from assay.judges import register_judge
+        from assay.judges.base import Judge
+        from assay.schema import JudgeFailure
+
+        class Unreachable(Judge):
+            async def answer(self, questions):
+                return [JudgeFailure("transport", "connection refused")] * len(questions)
+
+        register_judge("unreachable", Unreachable)
+        """
+    )
+    pytester.makepyfile(
+        f"""
+        def test_scored_by_a_broken_judge(assay):
+            assay.assert_detect({ON_TOPIC!r}, user_query={QUERY!r})
+        """
+    )
+    monkeypatch.setenv("ASSAY_JUDGE", "unreachable")
+
+    result = run(pytester)
+
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*output_relevance: error (transport): *connection refused*"])
+
+
+def test_the_fixture_talks_to_the_server_named_by_assay_base_url(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Nothing listens on this port (the OS just closed it), so reaching out proves the
+    # fixture went remote instead of judging in-process.
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setenv("ASSAY_BASE_URL", f"http://127.0.0.1:{port}")
+    pytester.makepyfile(
+        f"""
+        import pytest
+        from assay import APIConnectionError
+
+        def test_remote(assay):
+            assert assay.base_url == "http://127.0.0.1:{port}"
+            assert not assay.in_process
+            assay.max_retries = 0
+            with pytest.raises(APIConnectionError):
+                assay.assert_detect({ON_TOPIC!r}, user_query={QUERY!r})
+        """
+    )
+
+    result = run(pytester)
+
+    result.assert_outcomes(passed=1)
+
+
+def test_bad_arguments_are_value_errors_naming_what_is_wrong() -> None:
+    with pytest.raises(ValueError, match="min_score names completeness, which is not among"):
+        assert_detect(ON_TOPIC, user_query=QUERY, min_score={"completeness": 0.5})
+    with pytest.raises(ValueError, match="min_score for output_relevance is 1.5"):
+        assert_detect(ON_TOPIC, user_query=QUERY, min_score=1.5)
+    with pytest.raises(ValueError, match="no detector has the inputs given"):
+        assert_detect(ON_TOPIC)
+
+
+def test_assert_detect_returns_the_result_when_it_passes() -> None:
+    with AssayClient() as client:
+        result = client.assert_detect(ON_TOPIC, user_query=QUERY, min_score=0.5)
+
+    relevance = result["output_relevance"]
+    assert relevance["score"] >= 0.5
+    assert [e["instruction"] for e in relevance["instructions_list"]] == OUTPUT_RELEVANCE
+    assert all(e["explanation"] for e in relevance["instructions_list"])
