@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from assay.report import collect
-from assay.report.stats import auroc
 from assay.runner.output import iter_output_lines
+from assay.stats import auroc
 from test_cli import _assay as assay
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "rag_rows.jsonl"

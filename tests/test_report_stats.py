@@ -7,7 +7,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from assay.report import stats
+from assay import stats
 
 
 def brute_force_auroc(positive_scores: list[float], negative_scores: list[float]) -> float:

@@ -16,7 +16,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from assay.runner import iter_output_lines, read_rows, run_file
-from assay.runner.summary import bootstrap_interval
 
 HERE = Path(__file__).resolve().parent
 WITH_TEST_JUDGES = [sys.executable, str(HERE / "assay_with_test_judges.py")]
@@ -157,15 +156,6 @@ def test_summary_has_interval_histogram_and_errors_by_kind(tmp_path: Path) -> No
     assert summary.failures[0]["id"] == "bad"
 
 
-def test_bootstrap_interval_narrows_with_more_rows() -> None:
-    assert bootstrap_interval([0.5]) is None
-    small = bootstrap_interval([0.0, 1.0] * 10)
-    large = bootstrap_interval([0.0, 1.0] * 10_000)
-    assert small is not None and large is not None
-    assert small[0] < 0.5 < small[1]
-    assert large[1] - large[0] < (small[1] - small[0]) / 10
-
-
 #: Peak resident memory allowed for scoring 200,000 rows with the light judge.
 MEMORY_BOUND_MIB = 400
 
@@ -221,3 +211,24 @@ def test_200k_rows_stay_within_a_memory_bound(tmp_path: Path) -> None:
     assert out.metadata.num_rows == 200_000
     summary = json.loads((tmp_path / "big.out.parquet.summary.json").read_text())
     assert summary["detectors"]["output_relevance"]["rows_scored"] == 200_000
+
+
+def test_run_gates_exit_1_below_threshold_and_write_junit(tmp_path: Path) -> None:
+    data = write_dataset(tmp_path / "rows.jsonl", ROWS)
+    out, junit = tmp_path / "out.jsonl", tmp_path / "junit.xml"
+    command = [*WITH_TEST_JUDGES, "run", str(data), "--out", str(out), "--junit", str(junit)]
+
+    passing = subprocess.run(
+        [*command, "--fail-under", "output_relevance=0.1"], capture_output=True, text=True
+    )
+    failing = subprocess.run(
+        [*command, "--fail-under", "output_relevance=0.99"], capture_output=True, text=True
+    )
+    bad = subprocess.run([*command, "--fail-under", "toxicity=0.5"], capture_output=True, text=True)
+
+    assert passing.returncode == 0, passing.stderr
+    assert failing.returncode == 1
+    assert "output_relevance: mean score" in failing.stderr and "below" in failing.stderr
+    assert bad.returncode == 2 and "unknown detector or metric 'toxicity'" in bad.stderr
+    suite = junit.read_text()
+    assert suite.count("<testcase") == 3 and "<failure" in suite  # the off-topic row fails 0.99

@@ -32,6 +32,7 @@ from rich.text import Text
 from assay._sync import run_sync
 from assay.detectors import DETECTORS
 from assay.detectors.evaluate import detect_items, parse_item
+from assay.runner import gates
 from assay.runner.io import count_rows
 from assay.runner.local import (
     DEFAULT_BATCH_SIZE,
@@ -40,7 +41,7 @@ from assay.runner.local import (
     default_output_path,
     run_file,
 )
-from assay.runner.output import check_output_path
+from assay.runner.output import check_output_path, iter_output_lines
 from assay.runner.ray_engine import run_file_ray_async
 from assay.runner.retry import retry_failed_async
 from assay.runner.rows import (
@@ -263,6 +264,16 @@ def run(
         str | None,
         typer.Option("--address", help="Ray cluster address (default: start a local Ray)."),
     ] = None,
+    fail_under: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--fail-under",
+            help="NAME=THRESHOLD: exit 1 when NAME's mean score is below it (repeatable).",
+        ),
+    ] = None,
+    junit: Annotated[
+        Path | None, typer.Option("--junit", help="Also write JUnit XML, one test case per row.")
+    ] = None,
 ) -> None:
     """Score every row of a dataset; write one record per row and a summary.
 
@@ -276,6 +287,7 @@ def run(
         # Checked up front too, so an unusable run fails before a progress bar is drawn.
         scorer.check()
         options.check()
+        thresholds = gates.parse_fail_under(fail_under or [], known=scorer.score_names)
         output = out or default_output_path(file)
         check_output_path(output)
         total = count_rows(file)
@@ -314,7 +326,15 @@ def run(
                     restart=restart,
                     on_progress=lambda done: progress.update(task, completed=done),
                 )
+        if junit is not None:
+            suite = "assay." + output.stem.replace(".", "_")
+            gates.write_junit(iter_output_lines(output), junit, thresholds, suite_name=suite)
     _print_summary(summary)
+    if junit is not None:
+        Console(highlight=False).print(f"wrote {junit}", soft_wrap=True)
+    failures = gates.check_fail_under(summary.unrounded_means(), thresholds)
+    if failures:
+        raise _fail("; ".join(failures), EXIT_FAILED)
 
 
 def parse_column_map(specs: list[str]) -> tuple[tuple[str, str], ...]:
@@ -442,8 +462,6 @@ def report(
     # Imported here, not at the top: numpy and jinja2 would slow every other command's start.
     from assay import __version__
     from assay import report as reporting
-    from assay.runner import gates
-    from assay.runner.output import iter_output_lines
 
     with _reported_errors(_REPORT_OPTIONS):
         thresholds = gates.parse_fail_under(fail_under or [])

@@ -11,7 +11,7 @@ from markupsafe import Markup
 
 from assay.report import svg
 from assay.report.model import Report, ScorerReport
-from assay.report.stats import Interval
+from assay.stats import Interval
 
 TEMPLATE = "report.html.j2"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from assay.report import stats
+from assay import stats
 from assay.report.collect import ExampleRow, RejectedRow, RunTally, ScorerTally
 
 

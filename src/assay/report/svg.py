@@ -12,7 +12,7 @@ import textwrap
 from collections.abc import Sequence
 from html import escape
 
-from assay.report.stats import CalibrationBin
+from assay.stats import CalibrationBin
 
 BAR_COLOUR = "#4c72b0"
 FAIL_COLOUR = "#c44e52"

@@ -7,7 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from assay.report.model import Report, ScorerReport
-from assay.report.stats import Interval
+from assay.stats import Interval
 
 
 def _number(value: float | None) -> str:

@@ -11,14 +11,12 @@ error counts by kind.
 
 from __future__ import annotations
 
-from array import array
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from assay.detectors import DETECTORS
+from assay.stats import mean_interval
 
 #: A row "passes" a detector when its score is at least this.
 PASS_THRESHOLD = 0.7
@@ -26,27 +24,6 @@ PASS_THRESHOLD = 0.7
 MAX_LISTED_FAILURES = 50
 #: Score bands of the histogram: [0, 0.1), [0.1, 0.2), ... [0.9, 1.0].
 SCORE_BANDS = 10
-#: Bootstrap resamples for the mean's interval; seeded so a summary is reproducible.
-BOOTSTRAP_RESAMPLES = 2000
-_BOOTSTRAP_SEED = 20261129
-
-
-def bootstrap_interval(scores: Iterable[float], level: float = 0.95) -> tuple[float, float] | None:
-    """Percentile bootstrap interval of the mean, or None with fewer than two scores.
-
-    Resamples value counts (multinomial) instead of rows, so it costs the same for a million
-    rows as for a hundred when scores take few distinct values, as rubric scores do.
-    """
-    values, counts = np.unique(np.fromiter(scores, dtype=np.float64), return_counts=True)
-    total = int(counts.sum())
-    if total < 2:
-        return None
-    generator = np.random.default_rng(_BOOTSTRAP_SEED)
-    resampled = generator.multinomial(total, counts / total, size=BOOTSTRAP_RESAMPLES)
-    means = resampled @ values / total
-    tail = (1 - level) / 2 * 100
-    low, high = np.percentile(means, [tail, 100 - tail])
-    return round(float(low), 4), round(float(high), 4)
 
 
 def score_band(score: float) -> int:
@@ -69,7 +46,8 @@ class DetectorSummary:
     followed / answered: per instruction (short form, e.g. "core_intent"), how many scored rows
         had label true / had the instruction at all.
     errors_by_kind: errored rows per error kind (e.g. "timeout", "transport").
-    scores: every score, in row order (kept compactly, for the bootstrap interval).
+    score_tally: distinct score -> rows with it (for the bootstrap interval; its size does not
+        grow with the rows, since scores are rounded).
     """
 
     name: str
@@ -81,7 +59,7 @@ class DetectorSummary:
     answered: dict[str, int] = field(default_factory=dict)
     errors_by_kind: dict[str, int] = field(default_factory=dict)
     histogram: list[int] = field(default_factory=lambda: [0] * SCORE_BANDS)
-    scores: array[float] = field(default_factory=lambda: array("d"))
+    score_tally: dict[float, int] = field(default_factory=dict)
 
     def add(self, result: Mapping[str, Any]) -> None:
         """Count one row's wire result (a DetectorResult or DetectorError as JSON)."""
@@ -95,7 +73,7 @@ class DetectorSummary:
         self.score_total += score
         self.rows_passing += score >= PASS_THRESHOLD
         self.histogram[score_band(score)] += 1
-        self.scores.append(score)
+        self.score_tally[score] = self.score_tally.get(score, 0) + 1
         short_forms = _short_forms(self.name)
         for entry in result.get("instructions_list", []):
             check = short_forms.get(entry["instruction"], entry["instruction"])
@@ -118,12 +96,14 @@ class DetectorSummary:
         }
 
     def to_dict(self) -> dict[str, Any]:
-        interval = bootstrap_interval(self.scores)
+        interval = mean_interval(self.score_tally)
         return {
             "rows_scored": self.rows_scored,
             "rows_errored": self.rows_errored,
             "mean_score": self.mean_score,
-            "mean_score_ci95": list(interval) if interval else None,
+            "mean_score_ci95": [round(interval.low, 4), round(interval.high, 4)]
+            if interval
+            else None,
             "share_passing": self.share_passing,
             "score_histogram": {
                 f"{band / SCORE_BANDS:.1f}-{(band + 1) / SCORE_BANDS:.1f}": count
@@ -173,6 +153,13 @@ class RunSummary:
             result = line.get(name)
             if isinstance(result, Mapping):
                 self.detectors.setdefault(name, DetectorSummary(name)).add(result)
+
+    def unrounded_means(self) -> dict[str, float | None]:
+        """Mean score per detector or metric, unrounded (for gates); None if none scored."""
+        return {
+            name: d.score_total / d.rows_scored if d.rows_scored else None
+            for name, d in self.detectors.items()
+        }
 
     def add_lines(self, lines: Iterable[Mapping[str, Any]]) -> None:
         for line in lines:
