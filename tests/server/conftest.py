@@ -53,7 +53,7 @@ class LiveServer:
         raise AssertionError(f"job {job_id} did not finish within {timeout}s")
 
 
-def _serve(settings: ServerSettings, database: Path) -> Iterator[LiveServer]:
+def serve_app(settings: ServerSettings, database: Path) -> Iterator[LiveServer]:
     app = create_app(settings)
     port = free_port()
     server = uvicorn.Server(
@@ -87,7 +87,7 @@ def make_server(tmp_path: Path) -> Iterator[ServerFactory]:
         settings = ServerSettings(
             database_url=f"sqlite:///{database}", api_keys=frozenset({API_KEY})
         )
-        generator = _serve(replace(settings, **overrides), database)
+        generator = serve_app(replace(settings, **overrides), database)
         running.append(generator)
         return next(generator)
 

@@ -57,7 +57,9 @@ def test_accepted_authorization_forms(live_server: LiveServer, header: str) -> N
     assert response.status_code == 200, response.text
 
 
-@pytest.mark.parametrize("header", [None, "Bearer wrong", "wrong", "Bearer", "Basic !!!", "Token test-key-x"])
+@pytest.mark.parametrize(
+    "header", [None, "Bearer wrong", "wrong", "Bearer", "Basic !!!", "Token test-key-x"]
+)
 def test_bad_or_missing_key_is_401(live_server: LiveServer, header: str | None) -> None:
     headers = {} if header is None else {"Authorization": header}
     response = httpx.post(live_server.url + "/v2/detect", json=[relevance_item()], headers=headers)
