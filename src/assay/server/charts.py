@@ -42,7 +42,7 @@ def histogram(title: str, scores: Sequence[float], bins: int = 10) -> Markup:
     for score in scores:
         counts[min(int(score * bins), bins - 1)] += 1
     tallest = max(counts) or 1
-    plot_width = _WIDTH - _PAD - 10
+    plot_width = _WIDTH - _PAD - 20
     bar_width = plot_width / bins
     plot_height = _HEIGHT - _PAD - 10
     parts = []
@@ -56,8 +56,8 @@ def histogram(title: str, scores: Sequence[float], bins: int = 10) -> Markup:
             f'data-range="{low:.1f}-{high:.1f}"><title>{low:.1f}–{high:.1f}: {count}</title></rect>'
         )
     labels = "".join(
-        f'<text x="{_PAD + i * plot_width / 5:.1f}" y="{_HEIGHT - 12}" class="tick">'
-        f"{i / 5:.1f}</text>"
+        f'<text x="{_PAD + i * plot_width / 5:.1f}" y="{_HEIGHT - 12}" class="tick" '
+        f'text-anchor="middle">{i / 5:.1f}</text>'
         for i in range(6)
     )
     return _frame(title, "".join(parts) + labels, "histogram")
@@ -84,6 +84,15 @@ def trend(title: str, points: Sequence[TrendPoint]) -> Markup:
         f'<text x="2" y="{_HEIGHT - _PAD - plot_height * v + 4:.1f}" class="tick">{v:.1f}</text>'
         for v in (0.0, 0.5, 1.0)
     )
+    if points:  # the time range: first bucket under the left end, last under the right
+        ticks += (
+            f'<text x="{_PAD}" y="{_HEIGHT - 12}" class="tick">{escape(points[0].label)}</text>'
+        )
+        if len(points) > 1:
+            ticks += (
+                f'<text x="{_WIDTH - 10}" y="{_HEIGHT - 12}" class="tick" text-anchor="end">'
+                f"{escape(points[-1].label)}</text>"
+            )
     return _frame(title, "".join(parts) + ticks, "trend")
 
 

@@ -64,6 +64,12 @@ def _bucket_for(span: timedelta) -> str:
     return "day"
 
 
+def _short(moment: str, bucket: str) -> str:
+    """A bucket's ISO start as a short label: the time for minutes and hours, else the date."""
+    date, _, time = moment.rstrip("Z").partition("T")
+    return f"{date[5:]} {time[:5]}" if bucket != "day" else date
+
+
 @router.get("/applications/{name}", response_class=HTMLResponse)
 async def application_page(name: str, request: Request) -> HTMLResponse:
     require_key(request, browser=True)
@@ -88,7 +94,7 @@ async def application_page(name: str, request: Request) -> HTMLResponse:
                 "trend": trend(
                     f"{detector} mean score per {bucket}",
                     [
-                        TrendPoint(p["bucket_start"], p["mean_score"], p["count"])
+                        TrendPoint(_short(p["bucket_start"], bucket), p["mean_score"], p["count"])
                         for p in series.get(detector, [])
                     ],
                 ),
