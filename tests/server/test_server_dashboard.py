@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sqlite3
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -39,6 +41,15 @@ def _publish(server: LiveServer) -> int:
             )
         )
     assert server.post(body).status_code == 200
+    # Spread the detections over the last hour so the trend charts have several buckets.
+    with sqlite3.connect(server.database) as connection:
+        rows = connection.execute("SELECT id, created_at FROM detections").fetchall()
+        for detection_id, created_at in rows:
+            moved = datetime.fromisoformat(created_at) - timedelta(minutes=20 * (detection_id % 3))
+            connection.execute(
+                "UPDATE detections SET created_at = ? WHERE id = ?",
+                (moved.strftime("%Y-%m-%d %H:%M:%S.%f"), detection_id),
+            )
     return len(body)
 
 
@@ -69,7 +80,8 @@ def test_dashboard_renders_charts_in_a_browser(live_server: LiveServer) -> None:
                 drawn = [float(bars.nth(i).get_attribute("height") or 0) for i in range(10)]
                 assert max(drawn) > 0
                 dots = card.locator("svg.trend circle.dot")
-                assert dots.count() >= 1
+                assert dots.count() == 3
+                assert card.locator("svg.trend polyline.line").count() == 1
                 assert (
                     sum(
                         int(dots.nth(i).get_attribute("data-count") or 0)
