@@ -9,15 +9,16 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 from jinja2 import Environment, PackageLoader, select_autoescape
+from sqlalchemy.orm import Session
 
 from assay.server.auth import require_key
 from assay.server.charts import TrendPoint, failure_bar, histogram, trend
-from assay.server.errors import ServerError
+from assay.server.read import read_application
 from assay.store.detections import (
-    application_exists,
     applications,
     detections_page,
     instruction_failures,
+    model_names,
     score_series,
     scores_by_detector,
     time_span,
@@ -74,17 +75,14 @@ def _short(moment: str, bucket: str) -> str:
 async def application_page(name: str, request: Request) -> HTMLResponse:
     require_key(request, browser=True)
 
-    def query() -> dict[str, Any]:
-        with request.app.state.store.reading() as session:
-            if not application_exists(session, name):
-                raise ServerError(404, f"application {name!r} has no published detections")
-            total, recent = detections_page(session, name, limit=RECENT_DETECTIONS)
-            first, last = time_span(session, name)
-            bucket = _bucket_for(last - first)
-            series = score_series(session, name, bucket)
-            scores = scores_by_detector(session, name)
-            failures = instruction_failures(session, name)
-            models = sorted({d.model_name for d in recent})
+    def query(session: Session) -> dict[str, Any]:
+        total, recent = detections_page(session, name, limit=RECENT_DETECTIONS)
+        first, last = time_span(session, name)
+        bucket = _bucket_for(last - first)
+        series = score_series(session, name, bucket)
+        scores = scores_by_detector(session, name)
+        failures = instruction_failures(session, name)
+        models = model_names(session, name)
         charts = [
             {
                 "detector": detector,
@@ -111,4 +109,4 @@ async def application_page(name: str, request: Request) -> HTMLResponse:
             "recent": recent,
         }
 
-    return _render("application.html", **await asyncio.to_thread(query))
+    return _render("application.html", **await read_application(request, name, query))

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi import APIRouter, Query, Request
+from sqlalchemy.orm import Session
 
 from assay.detectors import DETECTORS
 from assay.server.auth import require_key
@@ -21,6 +23,7 @@ from assay.store.detections import (
 )
 
 router = APIRouter()
+T = TypeVar("T")
 
 _AUTH: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorBody, "description": "Missing or invalid API key."}
@@ -41,6 +44,18 @@ def _naive_utc(moment: datetime | None) -> datetime | None:
     if moment is None or moment.tzinfo is None:
         return moment
     return moment.astimezone(UTC).replace(tzinfo=None)
+
+
+async def read_application(request: Request, name: str, reader: Callable[[Session], T]) -> T:
+    """Run `reader` on a session in a worker thread; 404 if `name` has no detections."""
+
+    def run() -> T:
+        with request.app.state.store.reading() as session:
+            if not application_exists(session, name):
+                raise ServerError(404, f"application {name!r} has no published detections")
+            return reader(session)
+
+    return await asyncio.to_thread(run)
 
 
 def _check_detector(detector: str | None) -> None:
@@ -87,28 +102,25 @@ async def list_detections(
     require_key(request)
     _check_detector(detector)
 
-    def query() -> dict[str, Any]:
-        with request.app.state.store.reading() as session:
-            if not application_exists(session, name):
-                raise ServerError(404, f"application {name!r} has no published detections")
-            total, page = detections_page(
-                session,
-                name,
-                detector=detector,
-                since=_naive_utc(since),
-                until=_naive_utc(until),
-                limit=limit,
-                offset=offset,
-            )
-            return {
-                "application": name,
-                "total": total,
-                "limit": limit,
-                "offset": offset,
-                "items": [detection_json(d) for d in page],
-            }
+    def query(session: Session) -> dict[str, Any]:
+        total, page = detections_page(
+            session,
+            name,
+            detector=detector,
+            since=_naive_utc(since),
+            until=_naive_utc(until),
+            limit=limit,
+            offset=offset,
+        )
+        return {
+            "application": name,
+            "total": total,
+            "limit": limit,
+            "offset": offset,
+            "items": [detection_json(d) for d in page],
+        }
 
-    return await asyncio.to_thread(query)
+    return await read_application(request, name, query)
 
 
 @router.get("/v1/applications/{name}/metrics", tags=["read"], responses=_APP)
@@ -126,21 +138,18 @@ async def application_metrics(
     require_key(request)
     _check_detector(detector)
 
-    def query() -> dict[str, Any]:
-        with request.app.state.store.reading() as session:
-            if not application_exists(session, name):
-                raise ServerError(404, f"application {name!r} has no published detections")
-            series = score_series(
-                session,
-                name,
-                bucket,
-                detector=detector,
-                since=_naive_utc(since),
-                until=_naive_utc(until),
-            )
+    def query(session: Session) -> dict[str, Any]:
+        series = score_series(
+            session,
+            name,
+            bucket,
+            detector=detector,
+            since=_naive_utc(since),
+            until=_naive_utc(until),
+        )
         return {"application": name, "bucket": bucket, "detectors": series}
 
-    return await asyncio.to_thread(query)
+    return await read_application(request, name, query)
 
 
 @router.get("/v1/detectors", tags=["read"], responses=_AUTH)

@@ -107,6 +107,17 @@ def application_exists(session: Session, name: str) -> bool:
     return found is not None
 
 
+def model_names(session: Session, application: str) -> list[str]:
+    """The models an application has published detections for, by name."""
+    rows = session.execute(
+        select(Detection.model_name)
+        .where(Detection.application_name == application)
+        .distinct()
+        .order_by(Detection.model_name)
+    ).scalars()
+    return list(rows)
+
+
 def time_span(session: Session, application: str) -> tuple[datetime, datetime]:
     """When the application's first and last detections were stored (now, now if none)."""
     first, last = session.execute(
