@@ -8,6 +8,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 import httpx
 import pytest
@@ -17,9 +18,17 @@ from assay.client import AuthenticationError, BadRequestError
 from assay.detectors.evaluate import detect_items, parse_items
 from assay.judges import Judge, Question, Verdict, register_judge
 from assay.schema import JudgeFailure
+from assay.server import ServerSettings
 from conftest import assert_relevance_contract
 
-from .conftest import API_KEY, LiveServer, ServerFactory, published, relevance_item
+from .conftest import (
+    API_KEY,
+    LiveServer,
+    ServerFactory,
+    published,
+    relevance_item,
+    serve_app,
+)
 
 
 def test_detect_returns_exactly_what_the_core_computes(live_server: LiveServer) -> None:
@@ -268,7 +277,9 @@ class _GatedJudge(Judge):
         self.gate = threading.Event()
 
     async def answer(self, questions: Sequence[Question]) -> list[Verdict | JudgeFailure]:
-        await asyncio.to_thread(self.gate.wait, 60)
+        # Polled rather than waited on in a thread, so that cancelling the caller ends it.
+        while not self.gate.is_set():
+            await asyncio.sleep(0.01)
         return [Verdict(0.9, "ok") for _ in questions]
 
 
@@ -299,3 +310,22 @@ def test_saturated_server_answers_429_with_retry_after(
     first.join(timeout=60)
     assert results[0].status_code == 200
     assert server.post([relevance_item()]).status_code == 200  # serving again
+
+
+def test_clean_shutdown_hands_running_jobs_back(tmp_path: Path, gated_judge: _GatedJudge) -> None:
+    database = tmp_path / "shutdown.db"
+    settings = ServerSettings(database_url=f"sqlite:///{database}", api_keys=frozenset({API_KEY}))
+    running = serve_app(settings, database)
+    server = next(running)
+    held = published(async_mode=True, config={"output_relevance": {"judge": "gated"}})
+    job_id = server.post([held]).json()[0]["job_id"]
+    deadline = time.monotonic() + 30
+    while server.get(f"/v1/jobs/{job_id}").json()["state"] != "running":
+        assert time.monotonic() < deadline, "job never started"
+        time.sleep(0.02)
+    next(running, None)  # stop the server while the job waits on the judge
+    with sqlite3.connect(database) as connection:
+        state, attempts = connection.execute(
+            "SELECT state, attempts FROM jobs WHERE id = ?", (job_id,)
+        ).fetchone()
+    assert (state, attempts) == ("queued", 0)

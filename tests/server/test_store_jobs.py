@@ -108,3 +108,12 @@ def test_bad_database_url_is_a_clear_error() -> None:
         assert "nosuchdb://x" in str(error)
     else:
         raise AssertionError("expected ValueError")
+
+
+def test_release_after_shutdown_refunds_the_attempt(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    _enqueue(store, "job-1")
+    [claimed] = jobs.claim(store, limit=1, lease_seconds=60, max_attempts=3)
+    assert jobs.release(store, claimed, "server stopped", refund=True)
+    [again] = jobs.claim(store, limit=1, lease_seconds=60, max_attempts=3)
+    assert again.attempt == 1

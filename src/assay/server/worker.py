@@ -79,6 +79,10 @@ class JobWorker:
             return
         try:
             results = (await detect_items([item]))[0]
+        except asyncio.CancelledError:
+            # The server is shutting down: hand the job back now rather than after its lease.
+            await asyncio.to_thread(jobs.release, self.store, job, "server stopped", refund=True)
+            raise
         except DetectorFailed as error:
             await asyncio.to_thread(jobs.fail, self.store, job, str(error))
             return

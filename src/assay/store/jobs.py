@@ -150,11 +150,20 @@ def fail(store: Store, job: ClaimedJob, error: str) -> bool:
     )
 
 
-def release(store: Store, job: ClaimedJob, error: str) -> bool:
-    """Put the job back in the queue after an unexpected error, for another attempt."""
-    return _finish(
-        store, job, {"state": JobState.QUEUED.value, "error": error, "lease_expires_at": None}
-    )
+def release(store: Store, job: ClaimedJob, error: str, refund: bool = False) -> bool:
+    """Put the job back in the queue for another attempt.
+
+    refund: the attempt does not count (the job was interrupted by a clean shutdown, not
+        failed by the request).
+    """
+    values: dict[str, Any] = {
+        "state": JobState.QUEUED.value,
+        "error": error,
+        "lease_expires_at": None,
+    }
+    if refund:
+        values["attempts"] = job.attempt - 1
+    return _finish(store, job, values)
 
 
 def get(store: Store, job_id: str) -> Job | None:
