@@ -22,6 +22,7 @@ import httpx
 import numpy as np
 
 import common
+from assay.detectors.evaluate import detect_items, parse_item
 from assay.server.process import ServerProcess
 
 API_KEY = "bench-key"
@@ -76,6 +77,17 @@ async def level(
     }
 
 
+def in_process_rate(payloads: list[list[dict[str, Any]]], count: int = 40) -> float:
+    """Items/s scoring one item per call in this process: the machine's speed right now, to
+    read the server's figures against (the machine is shared, so its speed varies)."""
+    items = [parse_item(body[0]) for body in payloads[:count]]
+    asyncio.run(detect_items(items[:2]))  # load the model first
+    started = time.perf_counter()
+    for item in items:
+        asyncio.run(detect_items([item]))
+    return len(items) / (time.perf_counter() - started)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -85,6 +97,7 @@ def main() -> None:
     args = parser.parse_args()
     levels = [int(value) for value in args.levels.split(",")]
     payloads = bodies(400)
+    baseline = in_process_rate(payloads)
     with tempfile.TemporaryDirectory() as folder:
         server = ServerProcess(
             f"sqlite:///{Path(folder) / 'bench.db'}",
@@ -107,6 +120,10 @@ def main() -> None:
             f"{numbers['p99']:.0f} | {numbers['errors']:.0f} |"
         )
     text = "\n".join(lines)
+    text += (
+        f"\n\nSame run, in-process baseline (one item per `detect_items` call, no HTTP, no "
+        f"batching across calls): {baseline:.1f} items/s."
+    )
     print(text)
     common.write_section(
         "Server /v2/detect (assay serve)",
