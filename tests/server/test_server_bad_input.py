@@ -164,3 +164,9 @@ def test_server_still_serves_after_the_table(server: LiveServer) -> None:
     assert response.status_code == 200
     assert response.json()[0]["output_relevance"]["instructions_list"]
     assert httpx.get(server.url + "/healthz").json()["status"] == "ok"
+
+
+def test_every_status_in_the_table_is_in_the_openapi_document(server: LiveServer) -> None:
+    document = httpx.get(server.url + "/openapi.json").json()
+    documented = set(document["paths"]["/v2/detect"]["post"]["responses"])
+    assert {str(case.status) for case in CASES} <= documented
