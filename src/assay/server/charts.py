@@ -16,11 +16,12 @@ _WIDTH, _HEIGHT, _PAD = 420, 180, 30
 
 @dataclass(frozen=True)
 class TrendPoint:
-    """One bucket of a trend: its label (shown on hover), mean score and detection count."""
+    """One bucket of a trend: its label, mean score, detection count and time."""
 
     label: str
     mean: float
     count: int
+    seconds: float  # the bucket's start, in seconds on any fixed clock (places it on the x axis)
 
 
 def _frame(title: str, body: str, css_class: str) -> Markup:
@@ -67,10 +68,15 @@ def trend(title: str, points: Sequence[TrendPoint]) -> Markup:
     """Mean score per time bucket as a line with a dot per bucket (y axis 0–1)."""
     plot_width = _WIDTH - _PAD - 20
     plot_height = _HEIGHT - _PAD - 10
-    step = plot_width / max(len(points) - 1, 1)
+    # x is proportional to time, so gaps between buckets show as gaps.
+    start = points[0].seconds if points else 0.0
+    span = (points[-1].seconds - start) if len(points) > 1 else 1.0
     coordinates = [
-        (_PAD + 10 + i * step, _HEIGHT - _PAD - plot_height * point.mean)
-        for i, point in enumerate(points)
+        (
+            _PAD + 10 + plot_width * (point.seconds - start) / (span or 1.0),
+            _HEIGHT - _PAD - plot_height * point.mean,
+        )
+        for point in points
     ]
     line = " ".join(f"{x:.1f},{y:.1f}" for x, y in coordinates)
     parts = [f'<polyline class="line" points="{line}"/>'] if len(points) > 1 else []

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -92,7 +92,12 @@ async def application_page(name: str, request: Request) -> HTMLResponse:
                 "trend": trend(
                     f"{detector} mean score per {bucket}",
                     [
-                        TrendPoint(_short(p["bucket_start"], bucket), p["mean_score"], p["count"])
+                        TrendPoint(
+                            _short(p["bucket_start"], bucket),
+                            p["mean_score"],
+                            p["count"],
+                            datetime.fromisoformat(p["bucket_start"].rstrip("Z")).timestamp(),
+                        )
                         for p in series.get(detector, [])
                     ],
                 ),
