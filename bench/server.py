@@ -1,0 +1,138 @@
+"""Throughput and latency of `POST /v2/detect` on a real `assay serve` subprocess.
+
+Single-item output_relevance bodies (haluquestqa queries and answers, so texts have real
+lengths) are posted by 1, 8 and 32 concurrent clients; each level runs for a fixed number of
+requests after a warm-up. The server keeps its defaults (SQLite file, micro-batching on).
+
+    python bench/server.py [--requests N] [--levels 1,8,32]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+import common
+from assay.detectors.evaluate import detect_items, parse_item
+from assay.server.process import ServerProcess
+
+API_KEY = "bench-key"
+
+
+def bodies(limit: int) -> list[list[dict[str, Any]]]:
+    return [
+        [
+            {
+                "user_query": row["query"],
+                "generated_text": row["response"],
+                "config": {"output_relevance": {"detector_name": "default"}},
+            }
+        ]
+        for row in common.relevance_rows()[:limit]
+    ]
+
+
+async def level(
+    url: str, payloads: list[list[dict[str, Any]]], clients: int, total: int
+) -> dict[str, float]:
+    """Post `total` requests with `clients` concurrent senders; latencies in ms."""
+    cycle = itertools.cycle(payloads)
+    remaining = total
+    latencies: list[float] = []
+    errors = 0
+
+    async def sender(http: httpx.AsyncClient) -> None:
+        nonlocal remaining, errors
+        while remaining > 0:
+            remaining -= 1
+            body = next(cycle)
+            started = time.perf_counter()
+            response = await http.post("/v2/detect", json=body)
+            latencies.append((time.perf_counter() - started) * 1000)
+            if response.status_code != 200:
+                errors += 1
+
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    headers = {"Authorization": f"Bearer {API_KEY}"}
+    async with httpx.AsyncClient(base_url=url, headers=headers, limits=limits, timeout=300) as http:
+        started = time.perf_counter()
+        await asyncio.gather(*(sender(http) for _ in range(clients)))
+        elapsed = time.perf_counter() - started
+    p50, p99 = np.percentile(latencies, [50, 99])
+    return {
+        "requests": len(latencies),
+        "rps": len(latencies) / elapsed,
+        "p50": p50,
+        "p99": p99,
+        "errors": errors,
+    }
+
+
+def in_process_rate(payloads: list[list[dict[str, Any]]], count: int = 40) -> float:
+    """Items/s scoring one item per call in this process: the machine's speed right now, to
+    read the server's figures against (the machine is shared, so its speed varies)."""
+    items = [parse_item(body[0]) for body in payloads[:count]]
+    asyncio.run(detect_items(items[:2]))  # load the model first
+    started = time.perf_counter()
+    for item in items:
+        asyncio.run(detect_items([item]))
+    return len(items) / (time.perf_counter() - started)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--requests", type=int, default=200, help="requests per concurrency level")
+    parser.add_argument("--levels", default="1,8,32", help="comma-separated client counts")
+    args = parser.parse_args()
+    levels = [int(value) for value in args.levels.split(",")]
+    payloads = bodies(400)
+    baseline = in_process_rate(payloads)
+    with tempfile.TemporaryDirectory() as folder:
+        server = ServerProcess(
+            f"sqlite:///{Path(folder) / 'bench.db'}",
+            Path(folder) / "server.log",
+            api_keys=[API_KEY],
+        )
+        with server:
+            asyncio.run(level(server.url, payloads, 4, 20))  # warm-up: connections, caches
+            rows = [
+                (clients, asyncio.run(level(server.url, payloads, clients, args.requests)))
+                for clients in levels
+            ]
+    lines = [
+        "| concurrent clients | requests | req/s | p50 latency (ms) | p99 latency (ms) | errors |",
+        "|---|---|---|---|---|---|",
+    ]
+    for clients, numbers in rows:
+        lines.append(
+            f"| {clients} | {numbers['requests']:.0f} | {numbers['rps']:.1f} | {numbers['p50']:.0f} | "
+            f"{numbers['p99']:.0f} | {numbers['errors']:.0f} |"
+        )
+    text = "\n".join(lines)
+    text += (
+        f"\n\nSame run, in-process baseline (one item per `detect_items` call, no HTTP, no "
+        f"batching across calls): {baseline:.1f} items/s."
+    )
+    print(text)
+    common.write_section(
+        "Server /v2/detect (assay serve)",
+        f"`python bench/server.py --requests {args.requests}` on this machine ({os.cpu_count()} cores, "
+        "CPU only, shared with other work): single-item output_relevance bodies with haluquestqa "
+        "queries and answers, against an `assay serve` subprocess on loopback (SQLite file, "
+        "micro-batching on, auth on). Latency is measured at the client.\n\n" + text,
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,82 @@
+"""The FastAPI application: routes, error shapes, start-up (migrations, judge, job worker)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+from pydantic import TypeAdapter
+
+from assay.detectors.evaluate import default_judge_name
+from assay.judges.batching import use_batching
+from assay.schema import DetectRequestItem
+from assay.server import dashboard, detect, read
+from assay.server.errors import install_error_handlers
+from assay.server.settings import ServerSettings
+from assay.server.worker import JobWorker
+from assay.store.session import Store
+
+logger = logging.getLogger(__name__)
+
+
+def create_app(settings: ServerSettings) -> FastAPI:
+    """Build the server. Nothing touches the database or loads a model until it starts.
+
+    settings: see `ServerSettings`.
+    """
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await asyncio.to_thread(app.state.store.migrate)
+        # Loads the default judge now, so the first request is not the one paying for it.
+        await asyncio.to_thread(use_batching, default_judge_name(), settings.batch_window_seconds)
+        worker = JobWorker(app.state.store, settings)
+        app.state.worker = worker
+        worker.start()
+        logger.info("Assay server ready (auth %s)", "on" if settings.auth else "OFF")
+        try:
+            yield
+        finally:
+            await worker.stop()
+            app.state.store.close()
+
+    app = FastAPI(
+        title="Assay",
+        summary="AIMon-compatible detectors for LLM outputs, with storage and a dashboard.",
+        version="0.1.0",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.store = Store(settings.database_url)
+    app.state.in_flight = 0
+    install_error_handlers(app)
+    app.include_router(detect.router)
+    app.include_router(read.router)
+    app.include_router(dashboard.router)
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    return app
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """FastAPI's document plus the request item schema the detect routes read by hand."""
+    if app.openapi_schema:
+        return app.openapi_schema
+    document = get_openapi(
+        title=app.title, version=app.version, summary=app.summary, routes=app.routes
+    )
+    item_schema = TypeAdapter(DetectRequestItem).json_schema(
+        ref_template="#/components/schemas/{model}"
+    )
+    schemas = document.setdefault("components", {}).setdefault("schemas", {})
+    schemas.update(item_schema.pop("$defs", {}))
+    schemas["DetectRequestItem"] = item_schema
+    document["components"]["securitySchemes"] = {
+        "apiKey": {"type": "http", "scheme": "bearer", "description": "A configured API key."}
+    }
+    app.openapi_schema = document
+    return document

@@ -1,0 +1,173 @@
+"""`POST /v2/detect` (aliases `/v1/detect`, `/v3/detect`) and `GET /v1/jobs/{id}`."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+from fastapi import APIRouter, Request
+from sqlalchemy.orm import Session
+
+from assay.detectors.evaluate import detect_items, parse_items
+from assay.schema import DetectorFailed, DetectRequestItem, RequestValidationError
+from assay.server.auth import require_key
+from assay.server.body import check_limits, read_json_body
+from assay.server.errors import ErrorBody, ServerError
+from assay.store import jobs
+from assay.store.detections import add_detections
+
+router = APIRouter()
+
+#: The body AIMon's service answers an accepted async item with.
+ACCEPTED_MESSAGE = "Data successfully sent to Assay."
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorBody, "description": description}
+    for status, description in {
+        400: "Body is not JSON, is empty, or is nested too deeply.",
+        401: "Missing or invalid API key.",
+        413: "Body, batch or a text is larger than the configured limits.",
+        415: "Content-Type is not application/json.",
+        422: "An item is invalid: the message names the item index and field.",
+        429: "Too many requests in flight; retry after `retry-after` seconds.",
+        503: "A detector failed and the item's must_compute is all_or_none.",
+    }.items()
+}
+_REQUEST_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {
+                "schema": {
+                    "type": "array",
+                    "items": {"$ref": "#/components/schemas/DetectRequestItem"},
+                }
+            }
+        },
+    }
+}
+_DETECT_RESPONSE: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "One object per request item, in order: detector name -> result (or "
+        "an error object under ignore_failures); for an async item, the acceptance message "
+        "with its `job_id`.",
+        "content": {"application/json": {"schema": {"type": "array", "items": {"type": "object"}}}},
+    }
+}
+
+
+class _InFlight:
+    """Counts detect requests being handled; the event loop is single-threaded, so no lock."""
+
+    def __init__(self, request: Request) -> None:
+        self.state = request.app.state
+        self.limit = request.app.state.settings.max_in_flight
+
+    def __enter__(self) -> None:
+        if self.state.in_flight >= self.limit:
+            raise ServerError(
+                429,
+                f"server is busy ({self.limit} requests in flight); retry shortly",
+                {"retry-after": "1"},
+            )
+        self.state.in_flight += 1
+
+    def __exit__(self, *_: object) -> None:
+        self.state.in_flight -= 1
+
+
+async def _detect(request: Request) -> list[dict[str, Any]]:
+    require_key(request)
+    settings = request.app.state.settings
+    with _InFlight(request):
+        body = await read_json_body(request, settings)
+        check_limits(body, settings)
+        try:
+            items = parse_items(body)
+        except RequestValidationError as error:
+            raise ServerError(422, f"{error.field}: {error.message}") from None
+        for index, item in enumerate(items):
+            if item.async_mode and not (item.application_name and item.model_name):
+                missing = "application_name" if not item.application_name else "model_name"
+                raise ServerError(422, f"[{index}].{missing}: required when async_mode is true")
+        now = [index for index, item in enumerate(items) if not item.async_mode]
+        try:
+            computed = await detect_items([items[index] for index in now]) if now else []
+        except DetectorFailed as error:
+            raise ServerError(
+                503, f"{error}; nothing was stored (must_compute=all_or_none)"
+            ) from None
+        responses: list[dict[str, Any]] = [{} for _ in items]
+        for index, result in zip(now, computed, strict=True):
+            responses[index] = result
+        queued: list[tuple[str, DetectRequestItem]] = []
+        for index, item in enumerate(items):
+            if item.async_mode:
+                job_id = str(uuid.uuid4())
+                queued.append((job_id, item))
+                responses[index] = {"message": ACCEPTED_MESSAGE, "status": 200, "job_id": job_id}
+        published = [
+            (items[index], computed[n]) for n, index in enumerate(now) if items[index].publish
+        ]
+        if published or queued:
+            await asyncio.to_thread(_store, request, published, queued)
+            if queued:
+                request.app.state.worker.wake()
+        return responses
+
+
+def _store(
+    request: Request,
+    published: list[tuple[DetectRequestItem, dict[str, Any]]],
+    queued: list[tuple[str, DetectRequestItem]],
+) -> None:
+    """Everything the request stores, in one transaction: all of it or none of it."""
+    session: Session
+    with request.app.state.store.transaction() as session:
+        for item, results in published:
+            add_detections(session, item, results, request_id=str(uuid.uuid4()))
+        for job_id, item in queued:
+            request_json = item.model_dump(mode="json", exclude_none=True)
+            request_json["publish"] = True  # async implies publish
+            jobs.enqueue(
+                session, job_id, request_json, item.application_name or "", item.model_name or ""
+            )
+
+
+for _path in ("/v2/detect", "/v1/detect", "/v3/detect"):
+    router.add_api_route(
+        _path,
+        _detect,
+        methods=["POST"],
+        tags=["detect"],
+        summary="Score request items with the configured detectors",
+        responses={**_DETECT_RESPONSE, **_ERRORS},
+        openapi_extra=_REQUEST_BODY,
+        response_model=None,
+        name=f"detect_{_path.split('/')[1]}",
+    )
+
+
+@router.get(
+    "/v1/jobs/{job_id}",
+    tags=["jobs"],
+    summary="State and results of an async job",
+    responses={401: _ERRORS[401], 404: {"model": ErrorBody, "description": "No such job."}},
+)
+async def job_status(job_id: str, request: Request) -> dict[str, Any]:
+    require_key(request)
+    job = await asyncio.to_thread(jobs.get, request.app.state.store, job_id)
+    if job is None:
+        raise ServerError(404, f"job {job_id!r} not found")
+    return {
+        "id": job.id,
+        "state": job.state,
+        "attempts": job.attempts,
+        "application_name": job.application_name,
+        "model_name": job.model_name,
+        "created_at": job.created_at.isoformat() + "Z",
+        "finished_at": job.finished_at.isoformat() + "Z" if job.finished_at else None,
+        "result": job.result,
+        "error": job.error,
+    }

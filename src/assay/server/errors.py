@@ -1,0 +1,65 @@
+"""Every error the server sends is `{"message": ..., "status": ...}`, including FastAPI's own."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError as QueryValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+from starlette.exceptions import HTTPException
+
+logger = logging.getLogger(__name__)
+
+
+class ErrorBody(BaseModel):
+    """The body of every error response."""
+
+    message: str
+    status: int
+
+
+class ServerError(Exception):
+    """An error with its HTTP status; `headers` go on the response (e.g. `retry-after`)."""
+
+    def __init__(self, status: int, message: str, headers: Mapping[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.headers = dict(headers or {})
+
+
+def error_response(
+    status: int, message: str, headers: Mapping[str, str] | None = None
+) -> JSONResponse:
+    return JSONResponse({"message": message, "status": status}, status, headers=dict(headers or {}))
+
+
+def _location(loc: Sequence[int | str]) -> str:
+    return ".".join(str(part) for part in loc)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Make FastAPI's validation, routing and unexpected errors use the common shape."""
+
+    @app.exception_handler(ServerError)
+    async def _server_error(_: Request, error: ServerError) -> JSONResponse:
+        return error_response(error.status, error.message, error.headers)
+
+    @app.exception_handler(HTTPException)
+    async def _http_error(_: Request, error: HTTPException) -> JSONResponse:
+        message = error.detail if isinstance(error.detail, str) else str(error.detail)
+        return error_response(error.status_code, message, error.headers)
+
+    @app.exception_handler(QueryValidationError)
+    async def _validation_error(_: Request, error: QueryValidationError) -> JSONResponse:
+        first = error.errors()[0] if error.errors() else {"loc": (), "msg": "invalid request"}
+        message = f"{_location(first.get('loc', ()))}: {first.get('msg', 'invalid')}"
+        return error_response(422, message)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_: Request, error: Exception) -> JSONResponse:
+        logger.exception("unexpected error")
+        return error_response(500, f"internal error: {type(error).__name__}")

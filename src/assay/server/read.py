@@ -1,0 +1,179 @@
+"""Read endpoints: applications, their detections and metrics, the detectors, health."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal, TypeVar
+
+from fastapi import APIRouter, Query, Request
+from sqlalchemy.orm import Session
+
+from assay.detectors import DETECTORS
+from assay.server.auth import require_key
+from assay.server.errors import ErrorBody, ServerError
+from assay.store import jobs
+from assay.store.detections import (
+    application_exists,
+    applications,
+    detection_json,
+    detections_page,
+    score_series,
+)
+
+router = APIRouter()
+T = TypeVar("T")
+
+_AUTH: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorBody, "description": "Missing or invalid API key."}
+}
+_APP: dict[int | str, dict[str, Any]] = {
+    **_AUTH,
+    404: {"model": ErrorBody, "description": "No detections published for this application."},
+    422: {"model": ErrorBody, "description": "A query parameter is invalid."},
+}
+
+Since = Annotated[datetime | None, Query(description="Only detections at or after (ISO 8601).")]
+Until = Annotated[datetime | None, Query(description="Only detections before (ISO 8601).")]
+DetectorName = Annotated[str | None, Query(description="Only this detector.")]
+
+
+def _naive_utc(moment: datetime | None) -> datetime | None:
+    # Stored timestamps are naive UTC; a zoned filter is converted, a naive one taken as UTC.
+    if moment is None or moment.tzinfo is None:
+        return moment
+    return moment.astimezone(UTC).replace(tzinfo=None)
+
+
+async def read_application(request: Request, name: str, reader: Callable[[Session], T]) -> T:
+    """Run `reader` on a session in a worker thread; 404 if `name` has no detections."""
+
+    def run() -> T:
+        with request.app.state.store.reading() as session:
+            if not application_exists(session, name):
+                raise ServerError(404, f"application {name!r} has no published detections")
+            return reader(session)
+
+    return await asyncio.to_thread(run)
+
+
+def _check_detector(detector: str | None) -> None:
+    if detector is not None and detector not in DETECTORS:
+        raise ServerError(
+            422, f"detector: unknown detector {detector!r}; known: {', '.join(DETECTORS)}"
+        )
+
+
+@router.get("/v1/applications", tags=["read"], responses=_AUTH)
+async def list_applications(request: Request) -> list[dict[str, Any]]:
+    """Applications with published detections: models, counts, mean score per detector."""
+    require_key(request)
+
+    def query() -> list[dict[str, Any]]:
+        with request.app.state.store.reading() as session:
+            return [
+                {
+                    "name": app.name,
+                    "models": app.models,
+                    "detections": app.detections,
+                    "last_detection_at": app.last_detection_at.isoformat() + "Z"
+                    if app.last_detection_at
+                    else None,
+                    "mean_scores": app.mean_scores,
+                }
+                for app in applications(session)
+            ]
+
+    return await asyncio.to_thread(query)
+
+
+@router.get("/v1/applications/{name}/detections", tags=["read"], responses=_APP)
+async def list_detections(
+    name: str,
+    request: Request,
+    detector: DetectorName = None,
+    since: Since = None,
+    until: Until = None,
+    limit: Annotated[int, Query(ge=1, le=500, description="Page size.")] = 50,
+    offset: Annotated[int, Query(ge=0, description="Detections to skip.")] = 0,
+) -> dict[str, Any]:
+    """One page of an application's detections, newest first."""
+    require_key(request)
+    _check_detector(detector)
+
+    def query(session: Session) -> dict[str, Any]:
+        total, page = detections_page(
+            session,
+            name,
+            detector=detector,
+            since=_naive_utc(since),
+            until=_naive_utc(until),
+            limit=limit,
+            offset=offset,
+        )
+        return {
+            "application": name,
+            "total": total,
+            "limit": limit,
+            "offset": offset,
+            "items": [detection_json(d) for d in page],
+        }
+
+    return await read_application(request, name, query)
+
+
+@router.get("/v1/applications/{name}/metrics", tags=["read"], responses=_APP)
+async def application_metrics(
+    name: str,
+    request: Request,
+    bucket: Annotated[
+        Literal["minute", "hour", "day"], Query(description="Bucket width.")
+    ] = "hour",
+    detector: DetectorName = None,
+    since: Since = None,
+    until: Until = None,
+) -> dict[str, Any]:
+    """Per detector, the mean score in each time bucket (UTC) that has detections."""
+    require_key(request)
+    _check_detector(detector)
+
+    def query(session: Session) -> dict[str, Any]:
+        series = score_series(
+            session,
+            name,
+            bucket,
+            detector=detector,
+            since=_naive_utc(since),
+            until=_naive_utc(until),
+        )
+        return {"application": name, "bucket": bucket, "detectors": series}
+
+    return await read_application(request, name, query)
+
+
+@router.get("/v1/detectors", tags=["read"], responses=_AUTH)
+async def list_detectors(request: Request) -> list[dict[str, Any]]:
+    """The detectors: inputs and instruction texts."""
+    require_key(request)
+    return [
+        {
+            "name": d.name,
+            "description": d.description,
+            "required_inputs": list(d.required_inputs),
+            "optional_inputs": list(d.optional_inputs),
+            "instructions": [i.text for i in d.instructions],
+        }
+        for d in DETECTORS.values()
+    ]
+
+
+@router.get("/healthz", tags=["read"])
+async def health(request: Request) -> dict[str, Any]:
+    """Liveness and readiness: the database answers; job counts by state. No key needed."""
+    store = request.app.state.store
+    try:
+        counts = await asyncio.to_thread(jobs.counts, store)
+    except Exception as error:
+        raise ServerError(503, f"database unavailable: {type(error).__name__}") from None
+    return {"status": "ok", "jobs": counts}

@@ -1,0 +1,60 @@
+"""What `assay serve` does: check the configuration, prepare storage and judge, run uvicorn."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import uvicorn
+
+from assay.detectors.evaluate import default_judge_name
+from assay.judges.batching import use_batching
+from assay.server.app import create_app
+from assay.server.settings import ServerSettings, load_api_keys
+from assay.store.session import Store
+
+logger = logging.getLogger(__name__)
+
+_LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+
+def build_settings(
+    *,
+    database_url: str | None,
+    api_keys_file: Path | None,
+    no_auth: bool,
+    max_in_flight: int,
+    max_batch_items: int,
+    job_lease_seconds: float,
+) -> ServerSettings:
+    """Settings from command-line values; raises ValueError naming what is wrong."""
+    keys = frozenset() if no_auth else load_api_keys(api_keys_file)
+    return ServerSettings(
+        database_url=database_url,
+        api_keys=keys,
+        auth=not no_auth,
+        max_in_flight=max_in_flight,
+        max_batch_items=max_batch_items,
+        job_lease_seconds=job_lease_seconds,
+    )
+
+
+def run_server(settings: ServerSettings, host: str, port: int, log_level: str = "info") -> None:
+    """Migrate the database and load the judge (so mistakes fail here, as one clear error,
+    rather than inside uvicorn's start-up), then serve until interrupted."""
+    logging.basicConfig(
+        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    if not settings.auth and host not in _LOOPBACK:
+        logger.warning(
+            "authentication is OFF and the server listens on %s: anyone can use it", host
+        )
+    store = Store(settings.database_url)
+    try:
+        store.migrate()
+    except Exception as error:
+        raise ValueError(f"database {store.url!r} cannot be prepared: {error}") from None
+    finally:
+        store.close()
+    use_batching(default_judge_name(), settings.batch_window_seconds)
+    uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level)

@@ -1,0 +1,279 @@
+"""Writing published detections and the read queries behind the API and the dashboard."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import case, func, select
+from sqlalchemy.orm import Session, selectinload
+
+from assay.schema import DetectRequestItem
+from assay.store.models import Detection, InstructionOutcome, utcnow
+
+#: Time buckets the metrics endpoint accepts, with their width.
+BUCKETS = {"minute": timedelta(minutes=1), "hour": timedelta(hours=1), "day": timedelta(days=1)}
+
+
+def add_detections(
+    session: Session,
+    item: DetectRequestItem,
+    results: Mapping[str, Any],
+    request_id: str,
+    job_id: str | None = None,
+) -> None:
+    """Add one row per detector of `item` (and one per instruction verdict) to `session`.
+
+    results: detector name -> the wire result, or the error object for a failed detector.
+    """
+    now = utcnow()
+    application, model = item.application_name or "", item.model_name or ""
+    for detector, result in results.items():
+        failed = bool(result.get("error"))
+        detection = Detection(
+            request_id=request_id,
+            application_name=application,
+            model_name=model,
+            detector=detector,
+            created_at=now,
+            score=None if failed else float(result["score"]),
+            error=str(result.get("message", "failed")) if failed else None,
+            user_query=item.user_query,
+            generated_text=item.generated_text,
+            context=item.context_documents(),
+            result=dict(result),
+            job_id=job_id,
+        )
+        for entry in [] if failed else result["instructions_list"]:
+            detection.instructions.append(
+                InstructionOutcome(
+                    application_name=application,
+                    detector=detector,
+                    instruction=entry["instruction"],
+                    label=bool(entry["label"]),
+                    follow_probability=float(entry["follow_probability"]),
+                )
+            )
+        session.add(detection)
+
+
+@dataclass
+class ApplicationSummary:
+    """An application with its models, detection count and last activity."""
+
+    name: str
+    models: list[str] = field(default_factory=list)
+    detections: int = 0
+    last_detection_at: datetime | None = None
+    mean_scores: dict[str, float] = field(default_factory=dict)
+
+
+def applications(session: Session) -> list[ApplicationSummary]:
+    """Every application that has published detections, by name."""
+    summaries: dict[str, ApplicationSummary] = {}
+    rows = session.execute(
+        select(
+            Detection.application_name,
+            Detection.model_name,
+            func.count(),
+            func.max(Detection.created_at),
+        ).group_by(Detection.application_name, Detection.model_name)
+    ).all()
+    for name, model, count, last in rows:
+        summary = summaries.setdefault(name, ApplicationSummary(name))
+        summary.models.append(model)
+        summary.detections += int(count)
+        if summary.last_detection_at is None or last > summary.last_detection_at:
+            summary.last_detection_at = last
+    means = session.execute(
+        select(Detection.application_name, Detection.detector, func.avg(Detection.score))
+        .where(Detection.score.is_not(None))
+        .group_by(Detection.application_name, Detection.detector)
+    ).all()
+    for name, detector, mean in means:
+        summaries[name].mean_scores[detector] = round(float(mean), 4)
+    for summary in summaries.values():
+        summary.models.sort()
+    return [summaries[name] for name in sorted(summaries)]
+
+
+def application_exists(session: Session, name: str) -> bool:
+    found = session.execute(
+        select(Detection.id).where(Detection.application_name == name).limit(1)
+    ).first()
+    return found is not None
+
+
+def model_names(session: Session, application: str) -> list[str]:
+    """The models an application has published detections for, by name."""
+    rows = session.execute(
+        select(Detection.model_name)
+        .where(Detection.application_name == application)
+        .distinct()
+        .order_by(Detection.model_name)
+    ).scalars()
+    return list(rows)
+
+
+def time_span(session: Session, application: str) -> tuple[datetime, datetime]:
+    """When the application's first and last detections were stored (now, now if none)."""
+    first, last = session.execute(
+        select(func.min(Detection.created_at), func.max(Detection.created_at)).where(
+            Detection.application_name == application
+        )
+    ).one()
+    now = utcnow()
+    return (first or now, last or now)
+
+
+def _filtered(
+    query: Any,
+    application: str,
+    detector: str | None,
+    since: datetime | None,
+    until: datetime | None,
+) -> Any:
+    query = query.where(Detection.application_name == application)
+    if detector is not None:
+        query = query.where(Detection.detector == detector)
+    if since is not None:
+        query = query.where(Detection.created_at >= since)
+    if until is not None:
+        query = query.where(Detection.created_at < until)
+    return query
+
+
+def detections_page(
+    session: Session,
+    application: str,
+    *,
+    detector: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    limit: int = 50,
+    offset: int = 0,
+) -> tuple[int, list[Detection]]:
+    """The total matching and one page of an application's detections, newest first."""
+    total = session.execute(
+        _filtered(select(func.count(Detection.id)), application, detector, since, until)
+    ).scalar_one()
+    page = (
+        session.execute(
+            _filtered(select(Detection), application, detector, since, until)
+            .options(selectinload(Detection.instructions))
+            .order_by(Detection.created_at.desc(), Detection.id.desc())
+            .limit(limit)
+            .offset(offset)
+        )
+        .scalars()
+        .all()
+    )
+    return int(total), list(page)
+
+
+def _bucket_start(moment: datetime, bucket: str) -> datetime:
+    if bucket == "minute":
+        return moment.replace(second=0, microsecond=0)
+    if bucket == "hour":
+        return moment.replace(minute=0, second=0, microsecond=0)
+    return moment.replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def score_series(
+    session: Session,
+    application: str,
+    bucket: str,
+    *,
+    detector: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> dict[str, list[dict[str, Any]]]:
+    """Per detector, the mean score and count in each time bucket that has detections.
+
+    Bucketing happens here rather than in SQL so it is the same on every database.
+    """
+    rows = session.execute(
+        _filtered(
+            select(Detection.detector, Detection.created_at, Detection.score),
+            application,
+            detector,
+            since,
+            until,
+        ).where(Detection.score.is_not(None))
+    ).all()
+    sums: dict[str, dict[datetime, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for name, created, score in rows:
+        sums[name][_bucket_start(created, bucket)].append(float(score))
+    return {
+        name: [
+            {
+                "bucket_start": start.isoformat() + "Z",
+                "mean_score": round(sum(scores) / len(scores), 4),
+                "count": len(scores),
+            }
+            for start, scores in sorted(by_bucket.items())
+        ]
+        for name, by_bucket in sorted(sums.items())
+    }
+
+
+def scores_by_detector(session: Session, application: str) -> dict[str, list[float]]:
+    """Every score of the application, per detector (for the distribution charts)."""
+    rows = session.execute(
+        select(Detection.detector, Detection.score).where(
+            Detection.application_name == application, Detection.score.is_not(None)
+        )
+    ).all()
+    scores: dict[str, list[float]] = defaultdict(list)
+    for name, score in rows:
+        if score is not None:
+            scores[name].append(float(score))
+    return dict(sorted(scores.items()))
+
+
+@dataclass(frozen=True)
+class InstructionFailures:
+    """How often one instruction was not followed."""
+
+    detector: str
+    instruction: str
+    failed: int
+    total: int
+
+    @property
+    def failure_rate(self) -> float:
+        return self.failed / self.total if self.total else 0.0
+
+
+def instruction_failures(session: Session, application: str) -> list[InstructionFailures]:
+    """Each instruction's failure count, the most failed first."""
+    failed = func.sum(case((InstructionOutcome.label.is_(False), 1), else_=0))
+    rows = session.execute(
+        select(InstructionOutcome.detector, InstructionOutcome.instruction, failed, func.count())
+        .where(InstructionOutcome.application_name == application)
+        .group_by(InstructionOutcome.detector, InstructionOutcome.instruction)
+    ).all()
+    stats = [InstructionFailures(d, i, int(f or 0), int(t)) for d, i, f, t in rows]
+    return sorted(stats, key=lambda s: (-s.failure_rate, -s.failed, s.detector, s.instruction))
+
+
+def detection_json(detection: Detection) -> dict[str, Any]:
+    """A stored detection as the API returns it."""
+    return {
+        "id": detection.id,
+        "request_id": detection.request_id,
+        "application_name": detection.application_name,
+        "model_name": detection.model_name,
+        "detector": detection.detector,
+        "created_at": detection.created_at.isoformat() + "Z",
+        "score": detection.score,
+        "error": detection.error,
+        "user_query": detection.user_query,
+        "generated_text": detection.generated_text,
+        "context": detection.context,
+        "result": detection.result,
+        "job_id": detection.job_id,
+    }

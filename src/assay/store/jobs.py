@@ -1,0 +1,180 @@
+"""The durable job queue on the `jobs` table.
+
+A job is claimed by a conditional UPDATE (only one worker can win it) that bumps its attempt
+counter and sets a lease. It is finished by another conditional UPDATE that only matches the
+claim still held (same attempt, still running), written in the same transaction as its
+detections, so a job's results are stored exactly once even if a worker died mid-way and the
+job was claimed again after its lease ran out.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import func, or_, select, update
+from sqlalchemy.orm import Session
+
+from assay.store.models import Job, JobState, utcnow
+from assay.store.session import Store
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ClaimedJob:
+    """A job this worker holds: its id, which attempt this is, and the request item JSON."""
+
+    id: str
+    attempt: int
+    request: dict[str, Any]
+
+
+def enqueue(
+    session: Session, job_id: str, request: dict[str, Any], application: str, model: str
+) -> None:
+    """Add a queued job inside the caller's transaction (the one accepting the request)."""
+    now = utcnow()
+    session.add(
+        Job(
+            id=job_id,
+            state=JobState.QUEUED.value,
+            attempts=0,
+            application_name=application,
+            model_name=model,
+            request=request,
+            created_at=now,
+            updated_at=now,
+        )
+    )
+
+
+def _claimable() -> Any:
+    now = utcnow()
+    return or_(
+        Job.state == JobState.QUEUED.value,
+        (Job.state == JobState.RUNNING.value) & (Job.lease_expires_at < now),
+    )
+
+
+def claim(store: Store, limit: int, lease_seconds: float, max_attempts: int) -> list[ClaimedJob]:
+    """Claim up to `limit` jobs that are queued or whose lease ran out.
+
+    A job already claimed `max_attempts` times is marked failed instead: a request that kills
+    its worker every time must not take the server down forever.
+    """
+    with store.reading() as session:
+        candidates = session.execute(
+            select(Job.id, Job.attempts).where(_claimable()).order_by(Job.created_at).limit(limit)
+        ).all()
+    claimed: list[ClaimedJob] = []
+    for job_id, attempts in candidates:
+        with store.transaction() as session:
+            now = utcnow()
+            if attempts >= max_attempts:
+                session.execute(
+                    update(Job)
+                    .where(Job.id == job_id, Job.attempts == attempts, _claimable())
+                    .values(
+                        state=JobState.FAILED.value,
+                        error=f"gave up after {attempts} attempts",
+                        finished_at=now,
+                        updated_at=now,
+                    )
+                )
+                continue
+            won = session.execute(
+                update(Job)
+                .where(Job.id == job_id, Job.attempts == attempts, _claimable())
+                .values(
+                    state=JobState.RUNNING.value,
+                    attempts=attempts + 1,
+                    lease_expires_at=now + timedelta(seconds=lease_seconds),
+                    updated_at=now,
+                )
+            )
+            if won.rowcount != 1:  # type: ignore[attr-defined]
+                continue  # another worker was quicker
+            request = session.execute(select(Job.request).where(Job.id == job_id)).scalar_one()
+        claimed.append(ClaimedJob(job_id, attempts + 1, request))
+    return claimed
+
+
+def _finish(
+    store: Store,
+    job: ClaimedJob,
+    values: dict[str, Any],
+    write: Callable[[Session], None] | None = None,
+) -> bool:
+    with store.transaction() as session:
+        now = utcnow()
+        held = session.execute(
+            update(Job)
+            .where(
+                Job.id == job.id,
+                Job.state == JobState.RUNNING.value,
+                Job.attempts == job.attempt,
+            )
+            .values(updated_at=now, **values)
+        )
+        if held.rowcount != 1:  # type: ignore[attr-defined]
+            # Our lease ran out and someone else owns the job now; write nothing.
+            logger.warning("job %s attempt %d lost its claim; result dropped", job.id, job.attempt)
+            session.rollback()
+            return False
+        if write is not None:
+            write(session)
+    return True
+
+
+def complete(
+    store: Store, job: ClaimedJob, result: dict[str, Any], write: Callable[[Session], None]
+) -> bool:
+    """Mark the job done with `result` and run `write` (storing its detections) in the same
+    transaction. Returns False, writing nothing, when the claim is no longer held."""
+    return _finish(
+        store,
+        job,
+        {"state": JobState.DONE.value, "result": result, "finished_at": utcnow()},
+        write,
+    )
+
+
+def fail(store: Store, job: ClaimedJob, error: str) -> bool:
+    """Mark the job failed with `error` (for failures that another attempt would repeat)."""
+    return _finish(
+        store, job, {"state": JobState.FAILED.value, "error": error, "finished_at": utcnow()}
+    )
+
+
+def release(store: Store, job: ClaimedJob, error: str, refund: bool = False) -> bool:
+    """Put the job back in the queue for another attempt.
+
+    refund: the attempt does not count (the job was interrupted by a clean shutdown, not
+        failed by the request).
+    """
+    values: dict[str, Any] = {
+        "state": JobState.QUEUED.value,
+        "error": error,
+        "lease_expires_at": None,
+    }
+    if refund:
+        values["attempts"] = job.attempt - 1
+    return _finish(store, job, values)
+
+
+def get(store: Store, job_id: str) -> Job | None:
+    """The job called `job_id`, or None."""
+    with store.reading() as session:
+        return session.get(Job, job_id)
+
+
+def counts(store: Store) -> dict[str, int]:
+    """Number of jobs in each state (every state present, 0 when none)."""
+    with store.reading() as session:
+        rows = session.execute(select(Job.state, func.count()).group_by(Job.state)).all()
+    found = {state: int(count) for state, count in rows}
+    return {state.value: found.get(state.value, 0) for state in JobState}

@@ -1,0 +1,331 @@
+"""The HTTP API on a real loopback server with a real SQLite file and the embedded judge."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import httpx
+import pytest
+
+from assay import AsyncClient, Client
+from assay.client import AuthenticationError, BadRequestError
+from assay.detectors.evaluate import detect_items, parse_items
+from assay.judges import Judge, Question, Verdict, register_judge
+from assay.schema import JudgeFailure
+from assay.server import ServerSettings
+from conftest import assert_relevance_contract
+
+from .conftest import (
+    API_KEY,
+    LiveServer,
+    ServerFactory,
+    published,
+    relevance_item,
+    serve_app,
+)
+
+
+def test_detect_returns_exactly_what_the_core_computes(live_server: LiveServer) -> None:
+    body = [
+        relevance_item(),
+        relevance_item(
+            context=["Items may be returned within 30 days with a receipt."],
+            config={"output_relevance": {}, "completeness": {"explain": True}},
+        ),
+    ]
+    response = live_server.post(body)
+    assert response.status_code == 200, response.text
+    expected = asyncio.run(detect_items(parse_items(body)))
+    assert response.json() == expected
+    assert set(response.json()[1]) == {"output_relevance", "completeness"}
+    assert_relevance_contract(response.json()[0]["output_relevance"])
+
+
+@pytest.mark.parametrize("path", ["/v1/detect", "/v3/detect"])
+def test_detect_aliases(live_server: LiveServer, path: str) -> None:
+    canonical = live_server.post([relevance_item()]).json()
+    assert live_server.post([relevance_item()], path=path).json() == canonical
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        f"Bearer {API_KEY}",
+        API_KEY,
+        "Basic " + base64.b64encode(f"anyone:{API_KEY}".encode()).decode(),
+    ],
+)
+def test_accepted_authorization_forms(live_server: LiveServer, header: str) -> None:
+    response = live_server.post([relevance_item()], headers={"Authorization": header})
+    assert response.status_code == 200, response.text
+
+
+@pytest.mark.parametrize(
+    "header", [None, "Bearer wrong", "wrong", "Bearer", "Basic !!!", "Token test-key-x"]
+)
+def test_bad_or_missing_key_is_401(live_server: LiveServer, header: str | None) -> None:
+    headers = {} if header is None else {"Authorization": header}
+    response = httpx.post(live_server.url + "/v2/detect", json=[relevance_item()], headers=headers)
+    assert response.status_code == 401
+    assert response.json()["status"] == 401
+    assert "API key" in response.json()["message"] or "Authorization" in response.json()["message"]
+    assert httpx.get(live_server.url + "/v1/applications", headers=headers).status_code == 401
+
+
+def test_no_auth_mode_needs_no_key(make_server: ServerFactory) -> None:
+    server = make_server(auth=False, api_keys=frozenset())
+    assert httpx.post(server.url + "/v2/detect", json=[relevance_item()]).status_code == 200
+
+
+def test_publish_stores_and_read_endpoints_report_it(live_server: LiveServer) -> None:
+    body = [
+        published("shop", "model-a"),
+        published("shop", "model-b", generated_text="The Eiffel Tower is in Paris."),
+        published("bank", "model-a"),
+        relevance_item(),  # not published
+    ]
+    assert live_server.post(body).status_code == 200
+    applications = live_server.get("/v1/applications").json()
+    assert [a["name"] for a in applications] == ["bank", "shop"]
+    shop = applications[1]
+    assert shop["models"] == ["model-a", "model-b"] and shop["detections"] == 2
+    assert 0.0 <= shop["mean_scores"]["output_relevance"] <= 1.0
+
+    page = live_server.get("/v1/applications/shop/detections", params={"limit": 1}).json()
+    assert page["total"] == 2 and len(page["items"]) == 1
+    second = live_server.get(
+        "/v1/applications/shop/detections", params={"limit": 1, "offset": 1}
+    ).json()
+    assert second["items"][0]["id"] != page["items"][0]["id"]
+    stored = page["items"][0]
+    assert stored["detector"] == "output_relevance"
+    assert_relevance_contract(stored["result"])
+    assert stored["score"] == stored["result"]["score"]
+
+    none = live_server.get(
+        "/v1/applications/shop/detections", params={"detector": "completeness"}
+    ).json()
+    assert none["total"] == 0
+    future = live_server.get(
+        "/v1/applications/shop/detections", params={"since": "2999-01-01T00:00:00Z"}
+    ).json()
+    assert future["total"] == 0
+    past = live_server.get(
+        "/v1/applications/shop/detections", params={"until": "2000-01-01T00:00:00+02:00"}
+    ).json()
+    assert past["total"] == 0
+
+    metrics = live_server.get("/v1/applications/shop/metrics", params={"bucket": "day"}).json()
+    [bucket] = metrics["detectors"]["output_relevance"]
+    assert bucket["count"] == 2
+    scores = [
+        item["score"]
+        for item in live_server.get("/v1/applications/shop/detections").json()["items"]
+    ]
+    assert bucket["mean_score"] == pytest.approx(sum(scores) / 2, abs=1e-4)
+
+
+def test_read_endpoint_errors(live_server: LiveServer) -> None:
+    missing = live_server.get("/v1/applications/nobody/detections")
+    assert missing.status_code == 404 and "nobody" in missing.json()["message"]
+    live_server.post([published()])
+    bad_limit = live_server.get("/v1/applications/shop/detections", params={"limit": 0})
+    assert bad_limit.status_code == 422 and "limit" in bad_limit.json()["message"]
+    bad_bucket = live_server.get("/v1/applications/shop/metrics", params={"bucket": "year"})
+    assert bad_bucket.status_code == 422 and "bucket" in bad_bucket.json()["message"]
+    bad_detector = live_server.get("/v1/applications/shop/metrics", params={"detector": "nope"})
+    assert bad_detector.status_code == 422 and "nope" in bad_detector.json()["message"]
+    assert live_server.get("/v1/jobs/not-a-job").status_code == 404
+
+
+def test_detectors_health_and_openapi(live_server: LiveServer) -> None:
+    detectors = live_server.get("/v1/detectors").json()
+    assert [d["name"] for d in detectors] == ["output_relevance", "completeness"]
+    health = httpx.get(live_server.url + "/healthz").json()
+    assert health["status"] == "ok" and set(health["jobs"]) == {
+        "queued",
+        "running",
+        "done",
+        "failed",
+    }
+    document = httpx.get(live_server.url + "/openapi.json").json()
+    for path in ("/v2/detect", "/v1/detect", "/v3/detect"):
+        operation = document["paths"][path]["post"]
+        assert {"401", "413", "422", "429", "503"} <= set(operation["responses"])
+        schema = operation["requestBody"]["content"]["application/json"]["schema"]
+        assert schema["items"]["$ref"] == "#/components/schemas/DetectRequestItem"
+    item_schema = document["components"]["schemas"]["DetectRequestItem"]
+    assert "generated_text" in item_schema["required"]
+    assert {"/v1/jobs/{job_id}", "/v1/applications", "/healthz"} <= set(document["paths"])
+
+
+class _FailOneDetector(Judge):
+    """Fault injection: fails every completeness question, answers the rest."""
+
+    name = "half-broken"
+
+    async def answer(self, questions: Sequence[Question]) -> list[Verdict | JudgeFailure]:
+        return [
+            JudgeFailure("timeout", "injected timeout")
+            if q.detector == "completeness"
+            else Verdict(0.9, "fine")
+            for q in questions
+        ]
+
+
+@pytest.fixture
+def half_broken() -> str:
+    register_judge("half-broken", _FailOneDetector)
+    return "half-broken"
+
+
+def _two_detectors(judge: str, must_compute: str) -> dict[str, object]:
+    return published(
+        context=["Returns within 30 days."],
+        config={"output_relevance": {"judge": judge}, "completeness": {"judge": judge}},
+        must_compute=must_compute,
+    )
+
+
+def _stored_rows(server: LiveServer) -> int:
+    with sqlite3.connect(server.database) as connection:
+        return int(connection.execute("SELECT COUNT(*) FROM detections").fetchone()[0])
+
+
+def test_all_or_none_failure_is_503_and_stores_nothing(
+    live_server: LiveServer, half_broken: str
+) -> None:
+    response = live_server.post([published(), _two_detectors(half_broken, "all_or_none")])
+    assert response.status_code == 503
+    assert response.json()["status"] == 503
+    assert "completeness" in response.json()["message"]
+    assert _stored_rows(live_server) == 0
+
+
+def test_ignore_failures_returns_error_object_and_the_rest(
+    live_server: LiveServer, half_broken: str
+) -> None:
+    response = live_server.post([_two_detectors(half_broken, "ignore_failures")])
+    assert response.status_code == 200
+    [item] = response.json()
+    assert item["completeness"] == {"error": True, "kind": "timeout", "message": "injected timeout"}
+    assert item["output_relevance"]["score"] == 1.0
+    detections = live_server.get("/v1/applications/shop/detections").json()["items"]
+    by_detector = {d["detector"]: d for d in detections}
+    assert by_detector["completeness"]["score"] is None
+    assert by_detector["completeness"]["error"] == "injected timeout"
+
+
+def test_async_item_is_accepted_then_finished_by_the_worker(live_server: LiveServer) -> None:
+    body = [published(async_mode=True), relevance_item()]
+    response = live_server.post(body)
+    assert response.status_code == 200
+    accepted, computed = response.json()
+    assert accepted["message"] == "Data successfully sent to Assay."
+    assert accepted["status"] == 200
+    assert_relevance_contract(computed["output_relevance"])
+    job = live_server.wait_for_job(accepted["job_id"])
+    assert job["state"] == "done" and job["attempts"] == 1
+    assert_relevance_contract(job["result"]["output_relevance"])
+    [stored] = live_server.get("/v1/applications/shop/detections").json()["items"]
+    assert stored["job_id"] == accepted["job_id"]
+    assert stored["result"] == job["result"]["output_relevance"]
+
+
+def test_async_job_whose_detector_fails_is_marked_failed(
+    live_server: LiveServer, half_broken: str
+) -> None:
+    item = _two_detectors(half_broken, "all_or_none") | {"async_mode": True}
+    job_id = live_server.post([item]).json()[0]["job_id"]
+    job = live_server.wait_for_job(job_id)
+    assert job["state"] == "failed" and "completeness" in job["error"]
+    assert _stored_rows(live_server) == 0
+
+
+def test_assay_clients_work_against_the_server(live_server: LiveServer) -> None:
+    expected = live_server.post([relevance_item()]).json()
+    with Client(auth_header=f"Bearer {API_KEY}", base_url=live_server.url) as client:
+        response = client.inference.detect(body=[relevance_item()])
+        assert [dict(item) for item in response] == expected
+        assert response[0].output_relevance == expected[0]["output_relevance"]
+        with pytest.raises(BadRequestError, match=r"\[0\]\.user_query"):
+            client.inference.detect(body=[relevance_item(user_query=None)])
+    with pytest.raises(AuthenticationError):
+        Client(auth_header="Bearer nope", base_url=live_server.url).inference.detect(
+            body=[relevance_item()]
+        )
+
+    async def run_async() -> list[dict[str, object]]:
+        async with AsyncClient(auth_header=API_KEY, base_url=live_server.url) as client:
+            return [dict(item) for item in await client.inference.detect(body=[relevance_item()])]
+
+    assert asyncio.run(run_async()) == expected
+
+
+class _GatedJudge(Judge):
+    """Fault injection: holds every call until the test opens the gate."""
+
+    name = "gated"
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+
+    async def answer(self, questions: Sequence[Question]) -> list[Verdict | JudgeFailure]:
+        # Polled rather than waited on in a thread, so that cancelling the caller ends it.
+        while not self.gate.is_set():
+            await asyncio.sleep(0.01)
+        return [Verdict(0.9, "ok") for _ in questions]
+
+
+@pytest.fixture
+def gated_judge() -> Iterator[_GatedJudge]:
+    judge = _GatedJudge()
+    register_judge("gated", lambda: judge)
+    yield judge
+    judge.gate.set()
+
+
+def test_saturated_server_answers_429_with_retry_after(
+    make_server: ServerFactory, gated_judge: _GatedJudge
+) -> None:
+    server = make_server(max_in_flight=1)
+    held = relevance_item(config={"output_relevance": {"judge": "gated"}})
+    results: list[httpx.Response] = []
+    first = threading.Thread(target=lambda: results.append(server.post([held])))
+    first.start()
+    deadline = time.monotonic() + 30
+    while server.app.state.in_flight < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    busy = server.post([relevance_item()])
+    assert busy.status_code == 429
+    assert busy.headers["retry-after"] == "1"
+    assert busy.json() == {"message": busy.json()["message"], "status": 429}
+    gated_judge.gate.set()
+    first.join(timeout=60)
+    assert results[0].status_code == 200
+    assert server.post([relevance_item()]).status_code == 200  # serving again
+
+
+def test_clean_shutdown_hands_running_jobs_back(tmp_path: Path, gated_judge: _GatedJudge) -> None:
+    database = tmp_path / "shutdown.db"
+    settings = ServerSettings(database_url=f"sqlite:///{database}", api_keys=frozenset({API_KEY}))
+    running = serve_app(settings, database)
+    server = next(running)
+    held = published(async_mode=True, config={"output_relevance": {"judge": "gated"}})
+    job_id = server.post([held]).json()[0]["job_id"]
+    deadline = time.monotonic() + 30
+    while server.get(f"/v1/jobs/{job_id}").json()["state"] != "running":
+        assert time.monotonic() < deadline, "job never started"
+        time.sleep(0.02)
+    next(running, None)  # stop the server while the job waits on the judge
+    with sqlite3.connect(database) as connection:
+        state, attempts = connection.execute(
+            "SELECT state, attempts FROM jobs WHERE id = ?", (job_id,)
+        ).fetchone()
+    assert (state, attempts) == ("queued", 0)

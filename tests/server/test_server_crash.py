@@ -1,0 +1,89 @@
+"""Durable jobs: SIGKILL the server with async jobs in flight, restart it, and every accepted
+job completes exactly once."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+
+import httpx
+
+from assay.server.process import ServerProcess
+
+from .conftest import AUTH, published
+
+JOBS = 60
+
+
+def _states(database: Path) -> dict[str, tuple[str, int]]:
+    with sqlite3.connect(database, timeout=30) as connection:
+        rows = connection.execute("SELECT id, state, attempts FROM jobs").fetchall()
+    return {job_id: (state, attempts) for job_id, state, attempts in rows}
+
+
+def test_jobs_survive_sigkill_and_finish_exactly_once(tmp_path: Path) -> None:
+    database = tmp_path / "assay.db"
+    server = ServerProcess(
+        f"sqlite:///{database}",
+        tmp_path / "server.log",
+        api_keys=[AUTH["Authorization"].removeprefix("Bearer ")],
+        extra_args=["--job-lease-seconds", "2"],
+    )
+    server.start()
+    try:
+        body = [
+            published(
+                "crash-app",
+                generated_text=f"Answer number {n}: returns are accepted within {n} days.",
+                async_mode=True,
+            )
+            for n in range(JOBS)
+        ]
+        response = httpx.post(server.url + "/v2/detect", json=body, headers=AUTH, timeout=60)
+        assert response.status_code == 200, response.text
+        accepted = [item["job_id"] for item in response.json()]
+        assert len(set(accepted)) == JOBS
+
+        # Kill while a job is claimed but not finished: its worker dies mid-job.
+        in_flight: list[str] = []
+        deadline = time.monotonic() + 60
+        while not in_flight and time.monotonic() < deadline:
+            in_flight = [j for j, (state, _) in _states(database).items() if state == "running"]
+        server.kill()
+        assert in_flight, "no job was observed running before the kill"
+        before = _states(database)
+        assert set(before) == set(accepted)  # every accepted job was durably queued
+        assert any(state != "done" for state, _ in before.values())
+    finally:
+        server.kill()
+
+    restarted = ServerProcess(
+        server.database_url,
+        tmp_path / "server.log",
+        api_keys=server.api_keys,
+        port=server.port,
+        extra_args=server.extra_args,
+    )
+    with restarted:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            counts = httpx.get(restarted.url + "/healthz").json()["jobs"]
+            if counts["done"] + counts["failed"] == JOBS:
+                break
+            time.sleep(0.2)
+        for job_id in accepted:
+            job = httpx.get(f"{restarted.url}/v1/jobs/{job_id}", headers=AUTH).json()
+            assert job["state"] == "done", job
+            assert job["result"]["output_relevance"]["instructions_list"]
+
+    after = _states(database)
+    for job_id in in_flight:
+        assert after[job_id] == ("done", 2)  # claimed again after the lease ran out
+    with sqlite3.connect(database) as connection:
+        per_job = dict(
+            connection.execute("SELECT job_id, COUNT(*) FROM detections GROUP BY job_id").fetchall()
+        )
+        outcomes = connection.execute("SELECT COUNT(*) FROM instruction_outcomes").fetchone()[0]
+    assert per_job == {job_id: 1 for job_id in accepted}  # one result per job, none twice
+    assert outcomes == JOBS * 4

@@ -1,0 +1,119 @@
+"""The job queue's guarantees at the storage level, on a real SQLite file."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from assay.schema import DetectRequestItem
+from assay.store import Detection, Store, jobs
+from assay.store.detections import add_detections
+
+RESULT = {
+    "output_relevance": {
+        "instructions_list": [
+            {"explanation": "", "follow_probability": 0.9, "instruction": "x", "label": True}
+        ],
+        "score": 1.0,
+    }
+}
+
+
+def _store(tmp_path: Path) -> Store:
+    store = Store(f"sqlite:///{tmp_path / 'jobs.db'}")
+    store.migrate()
+    store.migrate()  # a second run is a no-op
+    return store
+
+
+def _enqueue(store: Store, job_id: str) -> DetectRequestItem:
+    item = DetectRequestItem.model_validate(
+        {
+            "user_query": "q",
+            "generated_text": "a",
+            "config": {"output_relevance": {}},
+            "publish": True,
+            "application_name": "app",
+            "model_name": "m",
+        }
+    )
+    with store.transaction() as session:
+        jobs.enqueue(session, job_id, item.model_dump(mode="json"), "app", "m")
+    return item
+
+
+def _writer(item: DetectRequestItem, job_id: str) -> Callable[[Session], None]:
+    def write(session: Session) -> None:
+        add_detections(session, item, RESULT, request_id=job_id, job_id=job_id)
+
+    return write
+
+
+def _detections(store: Store) -> int:
+    with store.reading() as session:
+        return int(session.execute(select(func.count(Detection.id))).scalar_one())
+
+
+def test_a_held_job_is_not_claimed_twice(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    _enqueue(store, "job-1")
+    [claimed] = jobs.claim(store, limit=5, lease_seconds=60, max_attempts=3)
+    assert claimed.attempt == 1
+    assert jobs.claim(store, limit=5, lease_seconds=60, max_attempts=3) == []
+
+
+def test_expired_lease_moves_the_job_and_the_old_claim_cannot_finish(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    item = _enqueue(store, "job-1")
+    [first] = jobs.claim(store, limit=1, lease_seconds=-1, max_attempts=3)  # lease already over
+    [second] = jobs.claim(store, limit=1, lease_seconds=60, max_attempts=3)
+    assert (first.id, second.id) == ("job-1", "job-1")
+    assert second.attempt == 2
+    assert not jobs.complete(store, first, RESULT, _writer(item, "job-1"))
+    assert _detections(store) == 0  # the stale worker wrote nothing
+    assert jobs.complete(store, second, RESULT, _writer(item, "job-1"))
+    assert not jobs.complete(store, second, RESULT, _writer(item, "job-1"))  # and only once
+    assert _detections(store) == 1
+    job = jobs.get(store, "job-1")
+    assert job is not None and job.state == "done" and job.result == RESULT
+
+
+def test_a_job_that_keeps_dying_is_failed_after_max_attempts(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    _enqueue(store, "poison")
+    for _ in range(2):
+        assert jobs.claim(store, limit=1, lease_seconds=-1, max_attempts=2)
+    assert jobs.claim(store, limit=1, lease_seconds=-1, max_attempts=2) == []
+    job = jobs.get(store, "poison")
+    assert job is not None and job.state == "failed" and "2 attempts" in (job.error or "")
+    assert jobs.counts(store) == {"queued": 0, "running": 0, "done": 0, "failed": 1}
+
+
+def test_released_job_is_queued_again(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    _enqueue(store, "job-1")
+    [claimed] = jobs.claim(store, limit=1, lease_seconds=60, max_attempts=3)
+    assert jobs.release(store, claimed, "boom")
+    [again] = jobs.claim(store, limit=1, lease_seconds=60, max_attempts=3)
+    assert again.attempt == 2
+
+
+def test_bad_database_url_is_a_clear_error() -> None:
+    try:
+        Store("nosuchdb://x")
+    except ValueError as error:
+        assert "nosuchdb://x" in str(error)
+    else:
+        raise AssertionError("expected ValueError")
+
+
+def test_release_after_shutdown_refunds_the_attempt(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    _enqueue(store, "job-1")
+    [claimed] = jobs.claim(store, limit=1, lease_seconds=60, max_attempts=3)
+    assert jobs.release(store, claimed, "server stopped", refund=True)
+    [again] = jobs.claim(store, limit=1, lease_seconds=60, max_attempts=3)
+    assert again.attempt == 1
