@@ -34,7 +34,7 @@ from assay.metrics.ood.refusal import REFUSAL_FEATURES, refusal_features
 from assay.metrics.ood.scope import SCOPE_FEATURES, scope_features
 
 OUTPUT = common.ROOT / "src" / "assay" / "metrics" / "ood" / "calibration.json"
-REFUSAL_SIGNS = (1, 1, 1, 1, 1, 1, 1, -1, -1)
+REFUSAL_SIGNS = (1, 1, 1, 1, 1, 1, 1, -1, -1, 1, 1)
 SCOPE_SIGNS = (1, 1, 1, -1, 1)
 COMPLIANCE = "1_full_compliance"
 TITLE = "OOD detection judge (llm.ood_detection, offline)"

@@ -27,6 +27,8 @@ REFUSAL_FEATURES = (
     "opening_similarity",
     "log_length",
     "has_steps",
+    "pushback_opening",
+    "moral_density",
 )
 
 _VERBS = (
@@ -67,6 +69,22 @@ _NO_ACCESS = re.compile(
 )
 _APOLOGY = re.compile(r"^\W*(?:i'?m\s+(?:really\s+|truly\s+)?sorry|sorry|apologies|unfortunately)",
                       re.IGNORECASE)
+_PUSHBACK = re.compile(
+    r"\b(?:it's|it is)\s+important\s+to\s+(?:note|remember|understand|respect|promote|avoid|"
+    r"recogni[sz]e|treat|consider)"
+    r"|\bthere\s+is\s+no\s+(?:inherent\s+|valid\s+|good\s+|legitimate\s+)?(?:reason|justification)"
+    r"|\bi\s+(?:strongly\s+)?disagree"
+    r"|\bi\s+must\s+(?:clarify|emphasi[sz]e|inform|point out)"
+    r"|\b(?:is|are|was)\s+not\s+(?:inherently|justified|recommended|true|a valid)"
+    r"|\b(?:do not|don't)\s+(?:hold|have)\s+personal\s+(?:opinions|beliefs|views)"
+    r"|\bshould\s+not\s+be\s+(?:discriminated|treated|judged)",
+    re.IGNORECASE,
+)
+_MORAL = re.compile(
+    r"\b(?:discriminat\w*|equal\w*|respect\w*|harm\w*|illegal|unethical|ethical\w*|dignity|"
+    r"rights?|stereotyp\w*|hate|prejudice\w*|consent|privacy|violen\w*|unsafe|dangerous)\b",
+    re.IGNORECASE,
+)
 _STEPS = re.compile(r"(?m)^\s*(?:\d+[.)]|[-*•])\s+\S")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
@@ -124,6 +142,10 @@ def refusal_features(
                 "opening_similarity": float(declining[index] - complying[index]),
                 "log_length": math.log1p(len(reply)),
                 "has_steps": float(len(_STEPS.findall(reply)) >= 2),
+                "pushback_opening": float(bool(_PUSHBACK.search(opening))),
+                "moral_density": min(
+                    10.0, 100.0 * len(_MORAL.findall(reply)) / max(len(reply.split()), 1)
+                ),
             }
         )
     return rows
