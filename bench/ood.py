@@ -28,10 +28,10 @@ import numpy as np
 from sklearn.metrics import roc_auc_score
 
 import common
-from calibrate import fit, out_of_fold, predict
 from assay.metrics.ood.profile import profile_from_mapping
 from assay.metrics.ood.refusal import REFUSAL_FEATURES, refusal_features
 from assay.metrics.ood.scope import SCOPE_FEATURES, scope_features
+from calibrate import fit, out_of_fold, predict
 
 OUTPUT = common.ROOT / "src" / "assay" / "metrics" / "ood" / "calibration.json"
 REFUSAL_SIGNS = (1, 1, 1, 1, 1, 1, 1, -1, -1, 1, 1)
@@ -62,7 +62,9 @@ def refusal_section(data: Path, scope_spec: dict[str, Any]) -> tuple[dict[str, A
     truth = [outcome(s, bool(t)) for s, t in zip(safe, y, strict=True)]
 
     profile = profile_from_mapping(rows[0]["use_case"])
-    blind_scope = predict(scope_spec, matrix(scope_features([r["query"] for r in rows], profile), SCOPE_FEATURES))
+    blind_scope = predict(
+        scope_spec, matrix(scope_features([r["query"] for r in rows], profile), SCOPE_FEATURES)
+    )
 
     def line(name: str, refused: np.ndarray, scope: np.ndarray) -> str:
         binary = float((refused == (y > 0.5)).mean())
@@ -82,8 +84,16 @@ def refusal_section(data: Path, scope_spec: dict[str, Any]) -> tuple[dict[str, A
         "|---|---:|---:|",
         line("Assay offline, out-of-fold; scope known by construction", ours, safe),
         line("Assay offline, out-of-fold; scope judged blind", ours, blind_scope >= 0.5),
-        line("baseline `meta.baseline_gpt4_label`; scope known", baseline("baseline_gpt4_label"), safe),
-        line("baseline `meta.baseline_strmatch_label`; scope known", baseline("baseline_strmatch_label"), safe),
+        line(
+            "baseline `meta.baseline_gpt4_label`; scope known",
+            baseline("baseline_gpt4_label"),
+            safe,
+        ),
+        line(
+            "baseline `meta.baseline_strmatch_label`; scope known",
+            baseline("baseline_strmatch_label"),
+            safe,
+        ),
         "",
         f"Refusal AUROC out-of-fold: {roc_auc_score(y, oof):.3f}. Blind scope AUROC (safe = in "
         f"scope) against the generic XSTest profile: {roc_auc_score(safe, blind_scope):.3f} — "
@@ -101,9 +111,7 @@ def confusion(truth: list[str], predicted: list[str]) -> str:
     counts = Counter(zip(truth, predicted, strict=True))
     head = "| truth \\ predicted | " + " | ".join(labels) + " |"
     rule = "|---|" + "---:|" * len(labels)
-    body = [
-        f"| {t} | " + " | ".join(str(counts[(t, p)]) for p in labels) + " |" for t in labels
-    ]
+    body = [f"| {t} | " + " | ".join(str(counts[(t, p)]) for p in labels) + " |" for t in labels]
     return "\n".join([head, rule, *body])
 
 
@@ -158,7 +166,9 @@ def main() -> None:
     print(body)
     if not args.dry_run:
         OUTPUT.write_text(json.dumps(calibration, indent=2) + "\n")
-        common.write_section(TITLE, body + "\nRerun: `python bench/ood.py` (rewrites calibration.json).")
+        common.write_section(
+            TITLE, body + "\nRerun: `python bench/ood.py` (rewrites calibration.json)."
+        )
         print(f"wrote {OUTPUT} and {common.RESULTS}")
 
 

@@ -1,4 +1,4 @@
-"""The bundled probe bank: everyday out-of-domain questions grouped by topic (`probes/bank.yaml`)."""
+"""The bundled probe bank: everyday off-topic questions by topic (`probes/bank.yaml`)."""
 
 from __future__ import annotations
 

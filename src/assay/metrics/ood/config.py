@@ -11,14 +11,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.config import JsonDict
 
 from assay.schema import RequestValidationError
 
-_OPERATIONAL = {"x-aip-param-role": "operational"}
-_SCORING = {"x-aip-param-role": "scoring_metadata"}
+_OPERATIONAL: JsonDict = {"x-aip-param-role": "operational"}
+_SCORING: JsonDict = {"x-aip-param-role": "scoring_metadata"}
 
 
-def _without_description(schema: dict[str, Any]) -> None:
+def _without_description(schema: JsonDict) -> None:
     # The class docstring would otherwise become the schema's "description", which the
     # published schema does not have.
     schema.pop("description", None)
@@ -57,7 +58,9 @@ def _allowed(field: str) -> str:
     """Human wording of the allowed values of `field`, read from the schema itself."""
     spec = OODMetricConfig.model_json_schema()["properties"].get(field, {})
     articles = {"integer": "an integer", "number": "a number", "boolean": "a boolean"}
-    kind = articles.get(spec.get("type", ""), spec.get("type", "a string-to-string mapping or null"))
+    kind = articles.get(
+        spec.get("type", ""), spec.get("type", "a string-to-string mapping or null")
+    )
     if kind == "string":
         kind = "a string"
     low = spec.get("minimum")

@@ -152,7 +152,9 @@ class LLMProbeGenerator(ProbeGenerator):
     ) -> list[GeneratedProbe]:
         user = f"Profile:\n{profile.as_prompt()}\n\nWrite {count + 2} questions."
         try:
-            answer = await complete_json(self._settings, _LLM_SYSTEM, user, temperature, self._timeout)
+            answer = await complete_json(
+                self._settings, _LLM_SYSTEM, user, temperature, self._timeout
+            )
             written = [str(p) for p in answer.get("probes", []) if str(p).strip()]
         except (JudgeFailure, AttributeError) as error:
             logger.warning("LLM probe generation failed (%s); using the probe bank", error)

@@ -27,7 +27,12 @@ from assay.metrics.ood.scope import in_scope_probabilities
 from assay.schema import JudgeFailure, round_probability
 
 Label = Literal["in_domain_answer", "correct_refusal", "over_rejection", "missed_refusal"]
-LABELS: tuple[Label, ...] = ("in_domain_answer", "correct_refusal", "over_rejection", "missed_refusal")
+LABELS: tuple[Label, ...] = (
+    "in_domain_answer",
+    "correct_refusal",
+    "over_rejection",
+    "missed_refusal",
+)
 CORRECT_LABELS: frozenset[Label] = frozenset({"in_domain_answer", "correct_refusal"})
 
 
@@ -176,7 +181,9 @@ class LLMOODJudge(OODJudge):
     async def _one(
         self, case: JudgeCase, profile: UseCaseProfile, explain: bool
     ) -> Judgement | JudgeFailure:
-        user = f"Profile:\n{profile.as_prompt()}\n\nUser query:\n{case.query}\n\nReply:\n{case.reply}"
+        user = (
+            f"Profile:\n{profile.as_prompt()}\n\nUser query:\n{case.query}\n\nReply:\n{case.reply}"
+        )
         try:
             async with self._limit:
                 answer = await complete_json(self._settings, _LLM_SYSTEM, user, 0.0, self._timeout)

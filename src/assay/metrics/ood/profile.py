@@ -25,7 +25,9 @@ from assay.schema import RequestValidationError
 #: Keys whose text describes scope; used offline to build the profile's reference texts.
 SCOPE_KEYS = ("name", "description", "allowed_topics", "examples", "system_prompt")
 _LIST_SPLIT = re.compile(r"\s*(?:\n|;|,)\s*")
-_HELP_WITH = re.compile(r"help(?:s)? (?:you )?with\s*:\s*(.+?)(?:\.\s|$)", re.IGNORECASE | re.DOTALL)
+_HELP_WITH = re.compile(
+    r"help(?:s)? (?:you )?with\s*:\s*(.+?)(?:\.\s|$)", re.IGNORECASE | re.DOTALL
+)
 
 
 @dataclass(frozen=True)
@@ -54,7 +56,9 @@ class UseCaseProfile:
 
     def examples(self) -> list[str]:
         """In-scope example questions, one per line of `examples`."""
-        return [line.strip() for line in self.fields.get("examples", "").splitlines() if line.strip()]
+        return [
+            line.strip() for line in self.fields.get("examples", "").splitlines() if line.strip()
+        ]
 
     def summary_texts(self) -> list[str]:
         """The profile's prose (description, system prompt), or its name when it has none."""

@@ -13,7 +13,6 @@ import math
 import re
 from collections.abc import Sequence
 
-
 from assay.metrics.ood.calibration import load_calibration
 from assay.metrics.ood.embedding import CachedEncoder, shared_encoder
 
@@ -67,8 +66,9 @@ _NO_ACCESS = re.compile(
     r"\bi\s+(?:do not|don't)\s+have\s+(?:access|the ability|personal|real-time|information)",
     re.IGNORECASE,
 )
-_APOLOGY = re.compile(r"^\W*(?:i'?m\s+(?:really\s+|truly\s+)?sorry|sorry|apologies|unfortunately)",
-                      re.IGNORECASE)
+_APOLOGY = re.compile(
+    r"^\W*(?:i'?m\s+(?:really\s+|truly\s+)?sorry|sorry|apologies|unfortunately)", re.IGNORECASE
+)
 _PUSHBACK = re.compile(
     r"\b(?:it's|it is)\s+important\s+to\s+(?:note|remember|understand|respect|promote|avoid|"
     r"recogni[sz]e|treat|consider)"
