@@ -13,7 +13,11 @@ def test_defaults_are_the_published_ones() -> None:
     assert config == OODMetricConfig()
     assert (config.num_ood_queries, config.concurrency_limit, config.n_sut_retries) == (3, 5, 0)
     assert (config.sut_temperature, config.synthesis_temperature) == (0.2, 0.0)
-    assert (config.timeout_seconds, config.metric_name, config.use_case) == (60.0, "ood_detection", None)
+    assert (config.timeout_seconds, config.metric_name, config.use_case) == (
+        60.0,
+        "ood_detection",
+        None,
+    )
     assert (config.min, config.max, config.inverted, config.weight) == (0.0, 1.0, False, 1.0)
 
 

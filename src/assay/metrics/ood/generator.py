@@ -1,7 +1,8 @@
 """Probe generators: out-of-domain questions to put to the system under test.
 
 Offline (the default) probes come from the bundled bank. Every bank question the scope judge
-finds in scope for the profile is dropped. A share of the probes (`NEAR_SHARE`) are *near-domain*:
+finds in scope for the profile is dropped, and so is every topic where that happens often
+(`TOPIC_OVERLAP`). A share of the probes (`NEAR_SHARE`) are *near-domain*:
 the remaining questions most similar to the profile, plausible for the business but outside it.
 The rest are spread across the similarity range. No two probes share a bank topic. At
 temperature 0 the choice is deterministic; above 0 it is sampled from a seeded generator,
@@ -32,6 +33,8 @@ logger = logging.getLogger(__name__)
 
 #: Share of each row's probes taken from the questions nearest the profile.
 NEAR_SHARE = 1 / 3
+#: Share of a topic's questions judged in scope at which the whole topic is left out.
+TOPIC_OVERLAP = 0.2
 
 
 @dataclass(frozen=True)
@@ -89,9 +92,16 @@ class BankProbeGenerator(ProbeGenerator):
         closeness = [row["topic_max"] for row in scope_features(texts, profile)]
         # Best candidate per topic: its most profile-like question that is still off scope.
         by_topic: dict[str, list[int]] = {}
+        overlap: dict[str, list[bool]] = {}
         for index, probe in enumerate(bank):
+            overlap.setdefault(probe.topic, []).append(in_scope[index] >= 0.5)
             if in_scope[index] < 0.5:
                 by_topic.setdefault(probe.topic, []).append(index)
+        # A topic with several in-scope questions overlaps the use case; its remaining
+        # questions are likely in scope too (just phrased differently), so none are used.
+        for topic, flags in overlap.items():
+            if sum(flags) / len(flags) >= TOPIC_OVERLAP and topic in by_topic:
+                del by_topic[topic]
         for members in by_topic.values():
             members.sort(key=lambda i: -closeness[i])
         topics = sorted(by_topic, key=lambda t: -closeness[by_topic[t][0]])
