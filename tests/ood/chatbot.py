@@ -22,6 +22,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import numpy as np
+import pytest
 
 from assay.metrics.ood.embedding import shared_encoder
 from assay.metrics.ood.profile import UseCaseProfile
@@ -177,3 +178,10 @@ def in_domain_rows() -> list[dict[str, Any]]:
         {"input_id": f"row-{n}", "prompt": prompt, "sut_response": None}
         for n, prompt in enumerate(IN_DOMAIN_PROMPTS)
     ]
+
+
+@pytest.fixture(autouse=True)
+def no_llm_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Test modules that import this run the offline path even if ASSAY_LLM_* is set."""
+    for name in ("ASSAY_LLM_BASE_URL", "ASSAY_LLM_MODEL", "ASSAY_LLM_API_KEY"):
+        monkeypatch.delenv(name, raising=False)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from chatbot import (
+from chatbot import (  # noqa: F401 - no_llm_env is an autouse fixture
     BALANCED,
     BANK_PROFILE,
     OVER_REFUSE,
@@ -18,6 +18,7 @@ from chatbot import (
     ChatbotPolicy,
     RunningChatbot,
     in_domain_rows,
+    no_llm_env,
     start_chatbot,
 )
 

@@ -84,7 +84,10 @@ def test_ood_over_the_http_kind_sees_an_over_refusing_bot(
     [
         (["--num-ood-queries", "40"], "num_ood_queries: must be an integer between 1 and 32"),
         (["--sut-kind", "grpc"], "--sut-kind: must be openai or http"),
-        (["--sut-kind", "http", "--body-template", "{}"], "--body-template: body_template must contain"),
+        (
+            ["--sut-kind", "http", "--body-template", "{}"],
+            "--body-template: body_template must contain",
+        ),
     ],
 )
 def test_ood_bad_options_fail_in_one_line(

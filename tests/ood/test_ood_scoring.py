@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from chatbot import BANK_PROFILE
+from chatbot import BANK_PROFILE, no_llm_env  # noqa: F401 - autouse fixture
 
 from assay.metrics.ood import (
     CallableSUT,

@@ -7,7 +7,14 @@ import socket
 from collections.abc import Iterator
 
 import pytest
-from chatbot import BANK_PROFILE, ChatbotPolicy, RunningChatbot, in_domain_rows, start_chatbot
+from chatbot import (  # noqa: F401 - autouse fixture
+    BANK_PROFILE,
+    ChatbotPolicy,
+    RunningChatbot,
+    in_domain_rows,
+    no_llm_env,
+    start_chatbot,
+)
 
 from assay.metrics.ood import (
     HttpJsonSUT,
