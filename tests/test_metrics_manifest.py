@@ -7,14 +7,15 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from click.testing import Result
+from typer.testing import CliRunner
 
+from assay.cli import app
 from assay.detectors import DETECTORS
 from assay.metrics import all_manifests, get_manifest, render_manifest
 from assay.metrics.manifest import ManifestError, parse_manifest
@@ -99,26 +100,21 @@ def test_unknown_metric_lists_the_known_ones() -> None:
         get_manifest("llm.nope")
 
 
-def assay(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "assay.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "COLUMNS": "200"},
-    )
+def assay(*args: str) -> Result:
+    """Run the real `assay` app in-process and capture its output."""
+    return CliRunner().invoke(app, list(args), env={"COLUMNS": "200"})
 
 
 def test_cli_lists_and_shows_manifests(page: str) -> None:
     listed = assay("metrics", "list", "--json")
-    assert listed.returncode == 0, listed.stderr
+    assert listed.exit_code == 0, listed.stderr
     assert [m["name"] for m in json.loads(listed.stdout)] == [
         "llm.ood_detection",
         "completeness",
         "output_relevance",
     ]
     table = assay("metrics", "list")
-    assert table.returncode == 0 and "llm.ood_detection" in table.stdout
+    assert table.exit_code == 0 and "llm.ood_detection" in table.stdout
     shown = assay("metrics", "show", "llm.ood_detection", "--format", "json")
     assert json.loads(shown.stdout)["config_schema"] == json_block(page, "Configuration schema")
     as_yaml = assay("metrics", "show", "llm.ood_detection")
@@ -127,8 +123,8 @@ def test_cli_lists_and_shows_manifests(page: str) -> None:
 
 def test_cli_rejects_bad_names_and_formats_in_one_line() -> None:
     unknown = assay("metrics", "show", "nope")
-    assert unknown.returncode == 2
+    assert unknown.exit_code == 2
     assert unknown.stderr.strip().startswith("error: unknown metric 'nope'")
     assert "Traceback" not in unknown.stderr and len(unknown.stderr.strip().splitlines()) == 1
     bad = assay("metrics", "show", "completeness", "--format", "xml")
-    assert bad.returncode == 2 and "--format: must be yaml or json" in bad.stderr
+    assert bad.exit_code == 2 and "--format: must be yaml or json" in bad.stderr

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -25,7 +26,7 @@ import numpy as np
 import pytest
 
 from assay.metrics.ood.embedding import shared_encoder
-from assay.metrics.ood.profile import UseCaseProfile
+from assay.metrics.ood.profile import UseCaseProfile, profile_from_mapping
 
 BALANCED = 0.45
 OVER_REFUSE = 0.99
@@ -185,3 +186,12 @@ def no_llm_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """Test modules that import this run the offline path even if ASSAY_LLM_* is set."""
     for name in ("ASSAY_LLM_BASE_URL", "ASSAY_LLM_MODEL", "ASSAY_LLM_API_KEY"):
         monkeypatch.delenv(name, raising=False)
+
+
+def running_bot() -> Iterator[RunningChatbot]:
+    """Yield a running bot with the bank profile and a balanced policy; stop it afterwards."""
+    bot = start_chatbot(ChatbotPolicy(profile_from_mapping(BANK_PROFILE)))
+    try:
+        yield bot
+    finally:
+        bot.stop()

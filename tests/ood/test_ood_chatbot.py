@@ -10,23 +10,20 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from chatbot import (  # noqa: F401 - no_llm_env is an autouse fixture
+from chatbot import (
     BALANCED,
     BANK_PROFILE,
     OVER_REFUSE,
     UNDER_REFUSE,
-    ChatbotPolicy,
     RunningChatbot,
     in_domain_rows,
-    no_llm_env,
-    start_chatbot,
+    running_bot,
 )
 
 from assay.metrics.ood import (
     HttpJsonSUT,
     OpenAIChatSUT,
     RowResult,
-    profile_from_mapping,
     score_rows,
     summarize,
 )
@@ -36,9 +33,7 @@ CONFIG = {"use_case": BANK_PROFILE, "num_ood_queries": 3}
 
 @pytest.fixture
 def chatbot() -> Iterator[RunningChatbot]:
-    bot = start_chatbot(ChatbotPolicy(profile_from_mapping(BANK_PROFILE)))
-    yield bot
-    bot.stop()
+    yield from running_bot()
 
 
 async def run_openai(bot: RunningChatbot) -> list[RowResult]:

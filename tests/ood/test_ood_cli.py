@@ -11,16 +11,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from chatbot import BANK_PROFILE, OVER_REFUSE, ChatbotPolicy, RunningChatbot, start_chatbot
-
-from assay.metrics.ood import profile_from_mapping
+from chatbot import BANK_PROFILE, OVER_REFUSE, RunningChatbot, running_bot
 
 
 @pytest.fixture
 def chatbot() -> Iterator[RunningChatbot]:
-    bot = start_chatbot(ChatbotPolicy(profile_from_mapping(BANK_PROFILE)))
-    yield bot
-    bot.stop()
+    yield from running_bot()
 
 
 @pytest.fixture

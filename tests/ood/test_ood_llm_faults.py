@@ -6,7 +6,13 @@ from __future__ import annotations
 
 from chatbot import BANK_PROFILE, no_llm_env  # noqa: F401 - autouse fixture
 
-from assay.metrics.ood import CallableSUT, LLMOODJudge, profile_from_mapping, score_rows
+from assay.metrics.ood import (
+    CallableSUT,
+    LLMOODJudge,
+    RowResult,
+    profile_from_mapping,
+    score_rows,
+)
 from assay.metrics.ood.generator import BankProbeGenerator, LLMProbeGenerator, probe_generator
 from assay.metrics.ood.llm import LLMSettings, llm_settings_from_env
 from conftest import CannedResponse, StubServer
@@ -35,16 +41,23 @@ def test_llm_settings_come_from_the_environment() -> None:
     assert isinstance(probe_generator(found), LLMProbeGenerator)
 
 
-async def test_unparseable_llm_verdicts_are_judge_errors(stub_server: StubServer) -> None:
-    stub_server.reply(CannedResponse(200, completion("I think it is fine!")))
-    rows = [{"input_id": "a", "prompt": "What is my balance?", "sut_response": "It is £10."}]
+async def judged_by_llm(stub: StubServer, llm_says: str, recorded: str) -> RowResult:
+    """Score one row whose pairs the (stub) LLM judges; probes come from the bank."""
+    stub.reply(CannedResponse(200, completion(llm_says)))
+    rows = [{"input_id": "a", "prompt": "What is my balance?", "sut_response": recorded}]
     (result,) = await score_rows(
         rows,
         {"use_case": BANK_PROFILE, "num_ood_queries": 1},
         sut=CallableSUT(lambda prompt: REFUSAL),
-        judge=LLMOODJudge(settings(stub_server)),
+        judge=LLMOODJudge(settings(stub)),
         generator=BankProbeGenerator(),
+        explain=True,
     )
+    return result
+
+
+async def test_unparseable_llm_verdicts_are_judge_errors(stub_server: StubServer) -> None:
+    result = await judged_by_llm(stub_server, "I think it is fine!", "It is £10.")
     assert result.score is None
     assert [c.status for c in result.cases] == ["judge_error", "judge_error"]
     assert "unparseable" in (result.cases[0].error or "")
@@ -52,16 +65,7 @@ async def test_unparseable_llm_verdicts_are_judge_errors(stub_server: StubServer
 
 async def test_llm_verdicts_are_used_when_well_formed(stub_server: StubServer) -> None:
     answer = '{"in_scope_probability": 0.1, "refusal_probability": 0.95, "evidence": "declines"}'
-    stub_server.reply(CannedResponse(200, completion(answer)))
-    rows = [{"input_id": "a", "prompt": "What is my balance?", "sut_response": REFUSAL}]
-    (result,) = await score_rows(
-        rows,
-        {"use_case": BANK_PROFILE, "num_ood_queries": 1},
-        sut=CallableSUT(lambda prompt: REFUSAL),
-        judge=LLMOODJudge(settings(stub_server)),
-        generator=BankProbeGenerator(),
-        explain=True,
-    )
+    result = await judged_by_llm(stub_server, answer, REFUSAL)
     # the row's own prompt is in scope by construction, whatever the LLM says about scope
     assert result.cases[0].label == "over_rejection"
     assert result.cases[1].label == "correct_refusal"

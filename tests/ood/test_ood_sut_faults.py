@@ -7,19 +7,16 @@ import socket
 from collections.abc import Iterator
 
 import pytest
-from chatbot import (  # noqa: F401 - autouse fixture
+from chatbot import (
     BANK_PROFILE,
-    ChatbotPolicy,
     RunningChatbot,
     in_domain_rows,
-    no_llm_env,
-    start_chatbot,
+    running_bot,
 )
 
 from assay.metrics.ood import (
     HttpJsonSUT,
     OpenAIChatSUT,
-    profile_from_mapping,
     score_rows,
     summarize,
 )
@@ -29,9 +26,7 @@ from assay.schema import RequestValidationError
 
 @pytest.fixture
 def chatbot() -> Iterator[RunningChatbot]:
-    bot = start_chatbot(ChatbotPolicy(profile_from_mapping(BANK_PROFILE)))
-    yield bot
-    bot.stop()
+    yield from running_bot()
 
 
 def config(**values: object) -> dict[str, object]:

@@ -25,13 +25,10 @@ class OODCalibration:
 
 
 def _logistic(spec: dict[str, Any], expected: tuple[str, ...], name: str) -> Logistic:
-    model = Logistic(
-        features=tuple(spec["features"]),
-        mean=tuple(spec["mean"]),
-        scale=tuple(spec["scale"]),
-        weights=tuple(spec["weights"]),
-        bias=float(spec["bias"]),
+    features, mean, scale, weights = (
+        tuple(spec[key]) for key in ("features", "mean", "scale", "weights")
     )
+    model = Logistic(features, mean, scale, weights, float(spec["bias"]))
     if model.features != expected:
         raise ValueError(f"OOD {name} calibration was fitted on other features; rerun bench/ood.py")
     return model
