@@ -9,7 +9,8 @@
 - Scope: CLINC150 OOD rows per profile (`clinc150_ood/rows_<profile>.jsonl`), in-scope vs
   out-of-scope accuracy and AUROC, each profile scored by a model fitted on the other profiles
   only (leave-one-profile-out); also without the keyword-flagged ambiguous rows.
-- The final models are fitted on all rows and written to
+- The probe bank's MiniLM embeddings are written next to it (`probes/bank_minilm.npy`), and the
+  final models are fitted on all rows and written to
   `src/assay/metrics/ood/calibration.json`; the tables go to bench/RESULTS.md.
 
     python bench/ood.py [--dry-run]    (needs `make setup-bench`; data from ASSAY_DATA_DIR)
@@ -147,6 +148,20 @@ def scope_section(data: Path) -> tuple[dict[str, Any], str]:
     return fit(all_x, all_y, SCOPE_SIGNS), "\n".join(lines)
 
 
+def write_bank_vectors() -> None:
+    """Embed the probe bank with MiniLM and ship the vectors (float16) next to the bank."""
+    from assay.metrics.ood import bank
+    from assay.metrics.ood.embedding import shared_encoder
+
+    folder = common.ROOT / "src" / "assay" / "metrics" / "ood" / "probes"
+    vectors = shared_encoder().encode([probe.text for probe in bank.probe_bank()])
+    np.save(folder / bank.VECTORS_FILE, vectors.astype(np.float16))
+    meta = {"bank_sha256": bank.bank_digest(), "model": "all-MiniLM-L6-v2-int8", "dtype": "float16"}
+    (folder / bank.VECTORS_META).write_text(json.dumps(meta, indent=2) + "\n")
+    bank._shipped_vectors.cache_clear()
+    print(f"wrote {folder / bank.VECTORS_FILE} ({len(vectors)} probes)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dry-run", action="store_true", help="print, write nothing")
@@ -155,6 +170,8 @@ def main() -> None:
     if not (data / "xstest").is_dir() or not (data / "clinc150_ood").is_dir():
         print(f"skipped: xstest/clinc150_ood not found under {data} (set ASSAY_DATA_DIR)")
         sys.exit(0)
+    if not args.dry_run:
+        write_bank_vectors()
     scope_spec, scope_table = scope_section(data)
     refusal_spec, refusal_table = refusal_section(data, scope_spec)
     calibration = {

@@ -156,3 +156,17 @@ def test_profiles_load_from_yaml_and_json(tmp_path: pytest.TempPathFactory) -> N
     (folder / "empty.yaml").write_text("owner: me\n")
     with pytest.raises(RequestValidationError, match="says nothing about scope"):
         load_profile(folder / "empty.yaml")
+
+
+def test_shipped_bank_vectors_are_current_and_match_the_encoder() -> None:
+    import numpy as np
+
+    from assay.metrics.ood.bank import _shipped_vectors, bank_vectors
+    from assay.metrics.ood.embedding import shared_encoder
+
+    shipped = _shipped_vectors()
+    assert shipped is not None, "rerun bench/ood.py after editing probes/bank.yaml"
+    assert bank_vectors() is shipped
+    sample = [probe.text for probe in probe_bank()[::97]]
+    fresh = shared_encoder().encode(sample)
+    assert np.abs(fresh - shipped[::97]).max() < 0.01

@@ -23,10 +23,10 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from assay.metrics.ood.bank import probe_bank
+from assay.metrics.ood.bank import bank_vectors, probe_bank
 from assay.metrics.ood.llm import LLMSettings, complete_json
 from assay.metrics.ood.profile import UseCaseProfile
-from assay.metrics.ood.scope import in_scope_probabilities, scope_features
+from assay.metrics.ood.scope import in_scope_probabilities, scope_features, scope_probabilities
 from assay.schema import JudgeFailure
 
 logger = logging.getLogger(__name__)
@@ -88,8 +88,9 @@ class BankProbeGenerator(ProbeGenerator):
         """The synchronous body of `generate` (same arguments)."""
         bank = probe_bank()
         texts = [probe.text for probe in bank]
-        in_scope = in_scope_probabilities(texts, profile)
-        closeness = [row["topic_max"] for row in scope_features(texts, profile)]
+        features = scope_features(texts, profile, query_vectors=bank_vectors())
+        in_scope = scope_probabilities(features)
+        closeness = [row["topic_max"] for row in features]
         # Best candidate per topic: its most profile-like question that is still off scope.
         by_topic: dict[str, list[int]] = {}
         overlap: dict[str, list[bool]] = {}

@@ -11,7 +11,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from assay.metrics.ood.bank import probe_bank
+from assay.judges.embedded.encoder import Matrix
+from assay.metrics.ood.bank import bank_vectors
 from assay.metrics.ood.calibration import load_calibration
 from assay.metrics.ood.embedding import CachedEncoder, shared_encoder
 from assay.metrics.ood.profile import UseCaseProfile
@@ -22,23 +23,28 @@ _SELF_MATCH = 0.995
 
 
 def scope_features(
-    queries: Sequence[str], profile: UseCaseProfile, encoder: CachedEncoder | None = None
+    queries: Sequence[str],
+    profile: UseCaseProfile,
+    encoder: CachedEncoder | None = None,
+    query_vectors: Matrix | None = None,
 ) -> list[dict[str, float]]:
     """Named scope features for each query.
 
     queries: the user queries to place.
     profile: the use case they are measured against.
     encoder: embedding source (the shared MiniLM by default).
+    query_vectors: the queries' embeddings when the caller already has them.
     """
     encoder = encoder or shared_encoder()
     if not queries:
         return []
     references = profile.reference_texts()
     described = profile.summary_texts()
-    query_vectors = encoder.encode(queries)
+    if query_vectors is None:
+        query_vectors = encoder.encode(queries)
     reference_sims = query_vectors @ encoder.encode(references).T
     description_sims = query_vectors @ encoder.encode(described).T
-    bank_sims = query_vectors @ encoder.encode([p.text for p in probe_bank()]).T
+    bank_sims = query_vectors @ bank_vectors(encoder).T
     bank_sims[bank_sims >= _SELF_MATCH] = -1.0
     rows = []
     for index in range(len(queries)):
@@ -66,5 +72,10 @@ def in_scope_probabilities(
     profile: the use case.
     encoder: embedding source (the shared MiniLM by default).
     """
+    return scope_probabilities(scope_features(queries, profile, encoder))
+
+
+def scope_probabilities(features: Sequence[dict[str, float]]) -> list[float]:
+    """Calibrated P(in scope) from features computed by `scope_features`."""
     model = load_calibration().scope
-    return [model.probability(values) for values in scope_features(queries, profile, encoder)]
+    return [model.probability(values) for values in features]
