@@ -8,8 +8,10 @@ scores lower, with the matching error rate.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+import yaml
 from chatbot import (
     BALANCED,
     BANK_PROFILE,
@@ -24,9 +26,11 @@ from assay.metrics.ood import (
     HttpJsonSUT,
     OpenAIChatSUT,
     RowResult,
+    load_run_config,
     score_rows,
     summarize,
 )
+from assay.schema import RequestValidationError
 
 CONFIG = {"use_case": BANK_PROFILE, "num_ood_queries": 3}
 
@@ -107,3 +111,54 @@ async def test_recorded_in_domain_reply_is_judged_without_calling_the_bot(
     assert result.cases[0].attempts == 0
     assert len(chatbot.policy.queries) == 3  # only the probes were sent
     assert result.score == 0.75
+
+
+async def test_a_run_config_file_names_the_bot_and_scores_like_the_api(
+    chatbot: RunningChatbot, tmp_path: Path
+) -> None:
+    path = tmp_path / "cfg.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                **CONFIG,
+                "n_sut_retries": 1,
+                "sut": {"kind": "http", "url": f"{chatbot.url}/chat", "reply_path": "data.reply"},
+            }
+        )
+    )
+    config, sut = load_run_config(path)
+    assert isinstance(sut, HttpJsonSUT) and config.n_sut_retries == 1
+    try:
+        results = await score_rows(in_domain_rows(), config, sut=sut)
+    finally:
+        await sut.aclose()
+    assert [r.score for r in results] == [1.0, 1.0, 1.0]
+
+
+@pytest.mark.parametrize(
+    ("sut", "field", "words"),
+    [
+        ({"kind": "grpc", "url": "http://x"}, "sut.kind", "must be openai or http"),
+        ({"kind": "openai"}, "sut.url", "required"),
+        ({"url": "http://x", "token": "t"}, "sut.token", "unknown key"),
+        (
+            {"kind": "http", "url": "http://x", "body_template": "{}"},
+            "sut.body_template",
+            "{prompt}",
+        ),
+        ("http://x", "sut", "must be a mapping"),
+    ],
+)
+def test_bad_sut_blocks_name_the_key(tmp_path: Path, sut: object, field: str, words: str) -> None:
+    path = tmp_path / "cfg.yaml"
+    path.write_text(yaml.safe_dump({**CONFIG, "sut": sut}))
+    with pytest.raises(RequestValidationError) as caught:
+        load_run_config(path)
+    assert caught.value.field == field and words in caught.value.message
+
+
+def test_a_run_config_without_sut_block_is_just_the_metric_config(tmp_path: Path) -> None:
+    path = tmp_path / "cfg.json"
+    path.write_text('{"num_ood_queries": 4, "use_case": {"name": "Bot", "description": "Bills."}}')
+    config, sut = load_run_config(path)
+    assert sut is None and config.num_ood_queries == 4

@@ -7,7 +7,6 @@ Exit codes as elsewhere: 0 ran, 1 the run failed, 2 bad input.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,13 +23,16 @@ from assay._sync import run_sync
 from assay.metrics.manifest import all_manifests, get_manifest, render_manifest
 from assay.metrics.ood.config import OODMetricConfig, parse_config
 from assay.metrics.ood.profile import UseCaseProfile, load_profile
+from assay.metrics.ood.run_config import build_sut
 from assay.metrics.ood.scorer import RowResult, score_rows
 from assay.metrics.ood.summary import OODSummary, summarize
-from assay.metrics.ood.sut import HttpJsonSUT, OpenAIChatSUT, SystemUnderTest
 from assay.schema import RequestValidationError
 
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
+
+#: How `sut` keys are spelled on the command line, for error messages.
+_SUT_OPTIONS = {"kind": "--sut-kind", "url": "--sut-url", "body_template": "--body-template"}
 
 metrics_app = typer.Typer(
     help="List and show the manifests of Assay's metrics and detectors.", no_args_is_help=True
@@ -123,34 +125,6 @@ def _config(
     return parse_config(values)
 
 
-def _sut(
-    kind: str,
-    url: str,
-    model: str,
-    body_template: str,
-    reply_path: str,
-    system_prompt: bool,
-    profile: UseCaseProfile,
-    config: OODMetricConfig,
-) -> SystemUnderTest:
-    if kind == "openai":
-        return OpenAIChatSUT(
-            url,
-            model=model,
-            api_key=os.environ.get("ASSAY_SUT_API_KEY", "unused"),
-            system_prompt=profile.fields.get("system_prompt", profile.as_prompt())
-            if system_prompt
-            else None,
-            temperature=config.sut_temperature,
-        )
-    if kind == "http":
-        try:
-            return HttpJsonSUT(url, body_template=body_template, reply_path=reply_path)
-        except ValueError as error:
-            raise RequestValidationError("--body-template", str(error)) from None
-    raise RequestValidationError("--sut-kind", f"must be openai or http (got {kind!r})")
-
-
 @contextmanager
 def _progress(total: int) -> Iterator[Any]:
     progress = Progress(
@@ -210,9 +184,10 @@ def ood_command(
             {"input_id": f"example-{n}", "prompt": text, "sut_response": None}
             for n, text in enumerate(examples, start=1)
         ]
-        sut = _sut(
-            sut_kind, sut_url, model, body_template, reply_path, system_prompt, profile, settings
-        )
+        options = {"kind": sut_kind, "url": sut_url, "model": model, "system_prompt": system_prompt}
+        if sut_kind == "http":
+            options.update(body_template=body_template, reply_path=reply_path)
+        sut = build_sut(options, settings, _SUT_OPTIONS)
 
         async def run(report: Any) -> list[RowResult]:
             try:

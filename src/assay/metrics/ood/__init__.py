@@ -6,13 +6,15 @@ Python API::
     results = score_rows_sync(rows, {"use_case": {...}}, sut=CallableSUT(my_bot))
     print(summarize(results).mean_score)
 
-`score_rows` (async) is the entry point runners call; `summarize` builds the run summary.
+`score_rows` (async) is the entry point runners call, `load_run_config` reads a run's config
+file (metric keys plus a `sut:` block), and `summarize` builds the run summary.
 Nothing heavy is imported or loaded until a function is called.
 """
 
 from assay.metrics.ood.config import OODMetricConfig, parse_config
 from assay.metrics.ood.judge import LABELS, EmbeddedOODJudge, Judgement, LLMOODJudge, OODJudge
 from assay.metrics.ood.profile import UseCaseProfile, load_profile, profile_from_mapping
+from assay.metrics.ood.run_config import build_sut, load_run_config
 from assay.metrics.ood.scorer import (
     CaseResult,
     RowResult,
@@ -49,6 +51,8 @@ __all__ = [
     "SystemUnderTest",
     "UseCaseProfile",
     "apply_scoring",
+    "build_sut",
+    "load_run_config",
     "load_profile",
     "parse_config",
     "profile_from_mapping",
