@@ -66,6 +66,15 @@ def test_probes_are_deterministic_at_temperature_zero_and_one_per_topic() -> Non
     assert all(p.in_scope_probability < 0.5 for p in first)
 
 
+def test_rows_with_different_questions_get_different_fixed_probes() -> None:
+    generator = BankProbeGenerator()
+    balance = generator.generate_now(PROFILE, 4, 0.0, seed=0, anchor="What is my balance?")
+    again = generator.generate_now(PROFILE, 4, 0.0, seed=9, anchor="What is my balance?")
+    stolen = generator.generate_now(PROFILE, 4, 0.0, seed=0, anchor="My card was stolen.")
+    assert balance == again and balance != stolen
+    assert all(p.in_scope_probability < 0.5 for p in balance + stolen)
+
+
 def test_sampled_probes_follow_the_seed() -> None:
     generator = BankProbeGenerator()
     one = generator.generate_now(PROFILE, 6, 0.8, seed=seed_for("row-1"))

@@ -228,7 +228,7 @@ def _print_cases(results: list[RowResult], explain: bool) -> None:
                 "" if case.probability is None else f"{case.probability:.2f}",
             ]
             if explain:
-                cells.append(json.dumps(case.evidence, ensure_ascii=False)[:200])
+                cells.append("; ".join(f"{key}: {value}" for key, value in case.evidence.items()))
             table.add_row(*cells)
         table.add_section()
     Console(highlight=False).print(table)

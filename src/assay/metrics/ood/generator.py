@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from assay.metrics.ood.bank import bank_vectors, probe_bank
+from assay.metrics.ood.embedding import shared_encoder
 from assay.metrics.ood.llm import LLMSettings, complete_json
 from assay.metrics.ood.profile import UseCaseProfile
 from assay.metrics.ood.scope import in_scope_probabilities, scope_features, scope_probabilities
@@ -63,7 +64,12 @@ class ProbeGenerator(abc.ABC):
 
     @abc.abstractmethod
     async def generate(
-        self, profile: UseCaseProfile, count: int, temperature: float, seed: int
+        self,
+        profile: UseCaseProfile,
+        count: int,
+        temperature: float,
+        seed: int,
+        anchor: str | None = None,
     ) -> list[GeneratedProbe]:
         """Probes for `profile`.
 
@@ -71,6 +77,8 @@ class ProbeGenerator(abc.ABC):
         count: how many probes to return (fewer only if the bank runs out of topics).
         temperature: 0 for a deterministic choice; higher spreads the choice more widely.
         seed: seeds the sampling when temperature > 0.
+        anchor: the row's in-domain question; near-domain probes are chosen close to it as
+            well as to the profile, so different rows get different probes.
         """
 
 
@@ -78,12 +86,22 @@ class BankProbeGenerator(ProbeGenerator):
     """Offline: choose from the bundled probe bank by embedding distance from the profile."""
 
     async def generate(
-        self, profile: UseCaseProfile, count: int, temperature: float, seed: int
+        self,
+        profile: UseCaseProfile,
+        count: int,
+        temperature: float,
+        seed: int,
+        anchor: str | None = None,
     ) -> list[GeneratedProbe]:
-        return await asyncio.to_thread(self.generate_now, profile, count, temperature, seed)
+        return await asyncio.to_thread(self.generate_now, profile, count, temperature, seed, anchor)
 
     def generate_now(
-        self, profile: UseCaseProfile, count: int, temperature: float, seed: int
+        self,
+        profile: UseCaseProfile,
+        count: int,
+        temperature: float,
+        seed: int,
+        anchor: str | None = None,
     ) -> list[GeneratedProbe]:
         """The synchronous body of `generate` (same arguments)."""
         bank = probe_bank()
@@ -91,6 +109,9 @@ class BankProbeGenerator(ProbeGenerator):
         features = scope_features(texts, profile, query_vectors=bank_vectors())
         in_scope = scope_probabilities(features)
         closeness = [row["topic_max"] for row in features]
+        if anchor:
+            to_anchor = bank_vectors() @ shared_encoder().encode([anchor])[0]
+            closeness = [(c + float(a)) / 2 for c, a in zip(closeness, to_anchor, strict=True)]
         # Best candidate per topic: its most profile-like question that is still off scope.
         by_topic: dict[str, list[int]] = {}
         overlap: dict[str, list[bool]] = {}
@@ -113,11 +134,15 @@ class BankProbeGenerator(ProbeGenerator):
         if temperature == 0:
             near_topics = topics[:near_count]
             rest = topics[near_count:]
-            # Evenly spaced over the remaining topics, so probes span near to far.
+            # Evenly spaced over the remaining topics, so probes span near to far; the start
+            # and the question within each topic follow the anchor (a hash, not randomness),
+            # so the choice is fixed for a row but differs between rows.
+            turn = seed_for(anchor) if anchor else 0
             step = len(rest) / max(count - near_count, 1)
-            far_topics = [rest[int(k * step)] for k in range(count - near_count)]
+            start = turn % max(int(step), 1)
+            far_topics = [rest[start + int(k * step)] for k in range(count - near_count)]
             chosen = [(by_topic[t][0], True) for t in near_topics]
-            chosen += [(by_topic[t][0], False) for t in far_topics]
+            chosen += [(by_topic[t][turn % len(by_topic[t])], False) for t in far_topics]
         else:
             pool = list(topics)
             for slot in range(count):
@@ -159,9 +184,16 @@ class LLMProbeGenerator(ProbeGenerator):
         self._fallback = BankProbeGenerator()
 
     async def generate(
-        self, profile: UseCaseProfile, count: int, temperature: float, seed: int
+        self,
+        profile: UseCaseProfile,
+        count: int,
+        temperature: float,
+        seed: int,
+        anchor: str | None = None,
     ) -> list[GeneratedProbe]:
         user = f"Profile:\n{profile.as_prompt()}\n\nWrite {count + 2} questions."
+        if anchor:
+            user += f" An in-scope question for comparison: {anchor}"
         try:
             answer = await complete_json(
                 self._settings, _LLM_SYSTEM, user, temperature, self._timeout
@@ -179,7 +211,9 @@ class LLMProbeGenerator(ProbeGenerator):
                 if p < 0.5
             ][:count]
         if len(kept) < count:
-            extra = await self._fallback.generate(profile, count - len(kept), temperature, seed)
+            extra = await self._fallback.generate(
+                profile, count - len(kept), temperature, seed, anchor
+            )
             kept.extend(extra)
         return kept
 

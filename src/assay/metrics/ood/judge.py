@@ -140,11 +140,7 @@ class EmbeddedOODJudge(OODJudge):
                 in_scope, source = float(case.known_in_scope), "construction"
             evidence: dict[str, Any] = {}
             if explain:
-                evidence = {
-                    "scope_source": source,
-                    "refusal_cues": matched_cues(case.reply),
-                    "reply_opening": case.reply.strip()[:160],
-                }
+                evidence = {"scope_source": source, "refusal_cues": matched_cues(case.reply)}
             results.append(combine(in_scope, refused, evidence))
         return results
 

@@ -155,6 +155,7 @@ class _Run:
             self.config.num_ood_queries,
             self.config.synthesis_temperature,
             seed_for(row.input_id),
+            anchor=last_user_turn(row.prompt),
         )
         if row.sut_response is not None:
             own: Any = SUTReply(row.sut_response, None, 0)
