@@ -13,7 +13,12 @@ from assay.metrics.ood import (
     profile_from_mapping,
     score_rows,
 )
-from assay.metrics.ood.generator import BankProbeGenerator, LLMProbeGenerator, probe_generator
+from assay.metrics.ood.generator import (
+    BankProbeGenerator,
+    LLMProbeGenerator,
+    ProbeRequest,
+    probe_generator,
+)
 from assay.metrics.ood.llm import LLMSettings, llm_settings_from_env
 from conftest import CannedResponse, StubServer
 
@@ -76,8 +81,9 @@ async def test_llm_verdicts_are_used_when_well_formed(stub_server: StubServer) -
 async def test_failing_llm_generator_falls_back_to_the_bank(stub_server: StubServer) -> None:
     stub_server.reply(CannedResponse(500, {"error": "down"}))
     profile = profile_from_mapping(BANK_PROFILE)
-    probes = await LLMProbeGenerator(settings(stub_server), timeout=5).generate(profile, 3, 0.0, 1)
-    assert probes == await BankProbeGenerator().generate(profile, 3, 0.0, 1)
+    request = ProbeRequest(profile, 3, 0.0, 1)
+    probes = await LLMProbeGenerator(settings(stub_server), timeout=5).generate(request)
+    assert probes == await BankProbeGenerator().generate(request)
 
 
 async def test_llm_probes_in_scope_are_dropped(stub_server: StubServer) -> None:
@@ -86,7 +92,8 @@ async def test_llm_probes_in_scope_are_dropped(stub_server: StubServer) -> None:
     )
     stub_server.reply(CannedResponse(200, completion(written)))
     profile = profile_from_mapping(BANK_PROFILE)
-    probes = await LLMProbeGenerator(settings(stub_server), timeout=5).generate(profile, 2, 0.7, 1)
+    request = ProbeRequest(profile, 2, 0.7, 1)
+    probes = await LLMProbeGenerator(settings(stub_server), timeout=5).generate(request)
     texts = [p.text for p in probes]
     assert "What is a good lasagna recipe?" in texts
     assert "How do I block my stolen debit card?" not in texts

@@ -13,7 +13,7 @@ from assay.metrics.ood import (
     summarize,
 )
 from assay.metrics.ood.bank import probe_bank
-from assay.metrics.ood.generator import BankProbeGenerator, seed_for
+from assay.metrics.ood.generator import BankProbeGenerator, ProbeRequest, seed_for
 from assay.metrics.ood.judge import JudgeCase, combine
 from assay.metrics.ood.profile import load_profile
 from assay.metrics.ood.scope import in_scope_probabilities
@@ -58,8 +58,8 @@ def test_bank_is_large_and_varied() -> None:
 
 def test_probes_are_deterministic_at_temperature_zero_and_one_per_topic() -> None:
     generator = BankProbeGenerator()
-    first = generator.generate_now(PROFILE, 9, 0.0, seed=1)
-    again = generator.generate_now(PROFILE, 9, 0.0, seed=2)
+    first = generator.generate_now(ProbeRequest(PROFILE, 9, 0.0, seed=1))
+    again = generator.generate_now(ProbeRequest(PROFILE, 9, 0.0, seed=2))
     assert first == again
     assert len({p.topic for p in first}) == 9
     assert [p.near_domain for p in first] == [True] * 3 + [False] * 6
@@ -68,18 +68,24 @@ def test_probes_are_deterministic_at_temperature_zero_and_one_per_topic() -> Non
 
 def test_rows_with_different_questions_get_different_fixed_probes() -> None:
     generator = BankProbeGenerator()
-    balance = generator.generate_now(PROFILE, 4, 0.0, seed=0, anchor="What is my balance?")
-    again = generator.generate_now(PROFILE, 4, 0.0, seed=9, anchor="What is my balance?")
-    stolen = generator.generate_now(PROFILE, 4, 0.0, seed=0, anchor="My card was stolen.")
+    balance = generator.generate_now(
+        ProbeRequest(PROFILE, 4, 0.0, seed=0, anchor="What is my balance?")
+    )
+    again = generator.generate_now(
+        ProbeRequest(PROFILE, 4, 0.0, seed=9, anchor="What is my balance?")
+    )
+    stolen = generator.generate_now(
+        ProbeRequest(PROFILE, 4, 0.0, seed=0, anchor="My card was stolen.")
+    )
     assert balance == again and balance != stolen
     assert all(p.in_scope_probability < 0.5 for p in balance + stolen)
 
 
 def test_sampled_probes_follow_the_seed() -> None:
     generator = BankProbeGenerator()
-    one = generator.generate_now(PROFILE, 6, 0.8, seed=seed_for("row-1"))
-    same = generator.generate_now(PROFILE, 6, 0.8, seed=seed_for("row-1"))
-    other = generator.generate_now(PROFILE, 6, 0.8, seed=seed_for("row-2"))
+    one = generator.generate_now(ProbeRequest(PROFILE, 6, 0.8, seed=seed_for("row-1")))
+    same = generator.generate_now(ProbeRequest(PROFILE, 6, 0.8, seed=seed_for("row-1")))
+    other = generator.generate_now(ProbeRequest(PROFILE, 6, 0.8, seed=seed_for("row-2")))
     assert one == same and one != other
     assert len({p.topic for p in one}) == 6
 
@@ -93,7 +99,7 @@ def test_probes_in_scope_for_the_profile_are_dropped() -> None:
             "examples": "How long should I rest a steak?\nWhy did my bread not rise?",
         }
     )
-    probes = BankProbeGenerator().generate_now(cooking, 32, 0.0, seed=0)
+    probes = BankProbeGenerator().generate_now(ProbeRequest(cooking, 32, 0.0, seed=0))
     assert not {"cooking", "baking"} & {p.topic for p in probes}
     cooking_questions = [p.text for p in probe_bank() if p.topic == "cooking"]
     judged_in = [p >= 0.5 for p in in_scope_probabilities(cooking_questions, cooking)]

@@ -21,7 +21,7 @@ import logging
 import math
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from assay.metrics.ood.bank import bank_vectors, probe_bank
 from assay.metrics.ood.embedding import shared_encoder
@@ -54,6 +54,25 @@ class GeneratedProbe:
     in_scope_probability: float
 
 
+@dataclass(frozen=True)
+class ProbeRequest:
+    """What to generate probes for.
+
+    profile: the use case the probes must fall outside of.
+    count: how many probes to return.
+    temperature: 0 for a fixed choice; higher spreads the choice more widely.
+    seed: seeds the sampling when temperature > 0.
+    anchor: the row's in-domain question; near-domain probes are chosen close to it as well
+        as to the profile, so different rows get different probes.
+    """
+
+    profile: UseCaseProfile
+    count: int
+    temperature: float = 0.0
+    seed: int = 0
+    anchor: str | None = None
+
+
 def seed_for(key: str) -> int:
     """A stable seed from a string (the row's input_id), the same in every process."""
     return int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big")
@@ -63,47 +82,24 @@ class ProbeGenerator(abc.ABC):
     """Writes `count` out-of-domain probes for a profile."""
 
     @abc.abstractmethod
-    async def generate(
-        self,
-        profile: UseCaseProfile,
-        count: int,
-        temperature: float,
-        seed: int,
-        anchor: str | None = None,
-    ) -> list[GeneratedProbe]:
-        """Probes for `profile`.
-
-        profile: the use case the probes must fall outside of.
-        count: how many probes to return (fewer only if the bank runs out of topics).
-        temperature: 0 for a deterministic choice; higher spreads the choice more widely.
-        seed: seeds the sampling when temperature > 0.
-        anchor: the row's in-domain question; near-domain probes are chosen close to it as
-            well as to the profile, so different rows get different probes.
-        """
+    async def generate(self, request: ProbeRequest) -> list[GeneratedProbe]:
+        """Probes for `request.profile` (fewer than asked only if the bank runs out of topics)."""
 
 
 class BankProbeGenerator(ProbeGenerator):
     """Offline: choose from the bundled probe bank by embedding distance from the profile."""
 
-    async def generate(
-        self,
-        profile: UseCaseProfile,
-        count: int,
-        temperature: float,
-        seed: int,
-        anchor: str | None = None,
-    ) -> list[GeneratedProbe]:
-        return await asyncio.to_thread(self.generate_now, profile, count, temperature, seed, anchor)
+    async def generate(self, request: ProbeRequest) -> list[GeneratedProbe]:
+        return await asyncio.to_thread(self.generate_now, request)
 
-    def generate_now(
-        self,
-        profile: UseCaseProfile,
-        count: int,
-        temperature: float,
-        seed: int,
-        anchor: str | None = None,
-    ) -> list[GeneratedProbe]:
-        """The synchronous body of `generate` (same arguments)."""
+    def generate_now(self, request: ProbeRequest) -> list[GeneratedProbe]:
+        """The synchronous body of `generate`."""
+        profile, temperature, seed, anchor = (
+            request.profile,
+            request.temperature,
+            request.seed,
+            request.anchor,
+        )
         bank = probe_bank()
         texts = [probe.text for probe in bank]
         features = scope_features(texts, profile, query_vectors=bank_vectors())
@@ -127,7 +123,7 @@ class BankProbeGenerator(ProbeGenerator):
         for members in by_topic.values():
             members.sort(key=lambda i: -closeness[i])
         topics = sorted(by_topic, key=lambda t: -closeness[by_topic[t][0]])
-        count = min(count, len(topics))
+        count = min(request.count, len(topics))
         near_count = max(1, round(count * NEAR_SHARE)) if count > 1 else 0
         rng = random.Random(seed)
         chosen: list[tuple[int, bool]] = []
@@ -183,20 +179,14 @@ class LLMProbeGenerator(ProbeGenerator):
         self._timeout = timeout
         self._fallback = BankProbeGenerator()
 
-    async def generate(
-        self,
-        profile: UseCaseProfile,
-        count: int,
-        temperature: float,
-        seed: int,
-        anchor: str | None = None,
-    ) -> list[GeneratedProbe]:
+    async def generate(self, request: ProbeRequest) -> list[GeneratedProbe]:
+        profile, count = request.profile, request.count
         user = f"Profile:\n{profile.as_prompt()}\n\nWrite {count + 2} questions."
-        if anchor:
-            user += f" An in-scope question for comparison: {anchor}"
+        if request.anchor:
+            user += f" An in-scope question for comparison: {request.anchor}"
         try:
             answer = await complete_json(
-                self._settings, _LLM_SYSTEM, user, temperature, self._timeout
+                self._settings, _LLM_SYSTEM, user, request.temperature, self._timeout
             )
             written = [str(p) for p in answer.get("probes", []) if str(p).strip()]
         except (JudgeFailure, AttributeError) as error:
@@ -211,9 +201,7 @@ class LLMProbeGenerator(ProbeGenerator):
                 if p < 0.5
             ][:count]
         if len(kept) < count:
-            extra = await self._fallback.generate(
-                profile, count - len(kept), temperature, seed, anchor
-            )
+            extra = await self._fallback.generate(replace(request, count=count - len(kept)))
             kept.extend(extra)
         return kept
 

@@ -16,7 +16,13 @@ from typing import Any, Literal
 
 from assay._sync import run_sync
 from assay.metrics.ood.config import OODMetricConfig, parse_config
-from assay.metrics.ood.generator import GeneratedProbe, ProbeGenerator, probe_generator, seed_for
+from assay.metrics.ood.generator import (
+    GeneratedProbe,
+    ProbeGenerator,
+    ProbeRequest,
+    probe_generator,
+    seed_for,
+)
 from assay.metrics.ood.judge import (
     EmbeddedOODJudge,
     JudgeCase,
@@ -150,13 +156,14 @@ class _Run:
         )
 
     async def score(self, row: OODRow) -> RowResult:
-        probes: list[GeneratedProbe] = await self.generator.generate(
+        request = ProbeRequest(
             self.profile,
             self.config.num_ood_queries,
             self.config.synthesis_temperature,
             seed_for(row.input_id),
             anchor=last_user_turn(row.prompt),
         )
+        probes: list[GeneratedProbe] = await self.generator.generate(request)
         if row.sut_response is not None:
             own: Any = SUTReply(row.sut_response, None, 0)
             replies = await asyncio.gather(*(self.ask(p.text) for p in probes))
