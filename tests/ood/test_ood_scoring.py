@@ -164,6 +164,10 @@ def test_profiles_load_from_yaml_and_json(tmp_path: pytest.TempPathFactory) -> N
     assert load_profile(folder / "p.yaml").fields["name"] == "Bot"
     (folder / "p.json").write_text('{"name": "Bot", "allowed_topics": "bills; fees"}')
     assert load_profile(folder / "p.json").topics() == ["bills", "fees"]
+    prose = profile_from_mapping(
+        {"system_prompt": "Rules: be brief. You help with: billing; refunds. Answer in English."}
+    )
+    assert prose.topics() == ["billing", "refunds"]
     (folder / "bad.yaml").write_text("name: [1, 2]\n")
     with pytest.raises(RequestValidationError, match="must be a string") as caught:
         load_profile(folder / "bad.yaml")

@@ -25,8 +25,12 @@ from assay.schema import RequestValidationError
 #: Keys whose text describes scope; used offline to build the profile's reference texts.
 SCOPE_KEYS = ("name", "description", "allowed_topics", "examples", "system_prompt")
 _LIST_SPLIT = re.compile(r"\s*(?:\n|;|,)\s*")
+# A list of what the application covers, introduced by a colon after a word that says so
+# ("It can help with: a; b; c." / "Answers cooking questions: x, y, z.").
 _HELP_WITH = re.compile(
-    r"help(?:s)? (?:you )?with\s*:\s*(.+?)(?:\.\s|$)", re.IGNORECASE | re.DOTALL
+    r"\b(?:help|assist|answer|question|topic|support|cover|handle)\w*[^:.\n]{0,40}:"
+    r"\s*([^:]+?)(?:\.\s|\.$|$)",
+    re.IGNORECASE | re.DOTALL,
 )
 
 
