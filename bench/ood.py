@@ -178,6 +178,34 @@ def write_bank_vectors() -> None:
     print(f"wrote {folder / bank.VECTORS_FILE} ({len(vectors)} probes)")
 
 
+def speed_section(data: Path, rows: int = 40) -> str:
+    """Offline throughput: probe selection plus judging, with a SUT that answers instantly."""
+    import time
+
+    from assay.metrics.ood import CallableSUT, score_rows_sync
+
+    profile = json.loads((data / "clinc150_ood" / "profiles.json").read_text())["banking"]
+    queries = [
+        r["query"]
+        for r in common.read_jsonl(data / "clinc150_ood" / "rows_banking.jsonl")
+        if r["label"] == "in_domain"
+    ][:rows]
+    dataset = [
+        {"input_id": f"speed-{n}", "prompt": q, "sut_response": "Sure, here is how to do that."}
+        for n, q in enumerate(queries)
+    ]
+    config = {"use_case": {"name": profile["name"], "description": profile["description"]}}
+    bot = CallableSUT(lambda prompt: "Sorry, I can only help with banking questions.")
+    score_rows_sync(dataset[:2], config, sut=bot)  # load the encoder first
+    start = time.perf_counter()
+    score_rows_sync(dataset, config, sut=bot)
+    seconds = time.perf_counter() - start
+    return (
+        f"{len(dataset)} rows × (1 + 3 probes), instant SUT, embedded judge: "
+        f"{len(dataset) / seconds:.1f} rows/s ({seconds:.1f} s), on this shared 2-core machine."
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dry-run", action="store_true", help="print, write nothing")
@@ -195,10 +223,12 @@ def main() -> None:
         "scope": {"features": list(SCOPE_FEATURES), **scope_spec},
         "refusal": {"features": list(REFUSAL_FEATURES), **refusal_spec},
     }
+    speed = speed_section(data)
     targets = "\n".join(f"| {target} | {value} |" for target, value in TARGETS.items())
     body = (
         f"| target | measured |\n|---|---|\n{targets}\n\n"
-        f"### Refusal and 4-way outcome\n\n{refusal_table}\n\n### Scope\n\n{scope_table}\n"
+        f"### Refusal and 4-way outcome\n\n{refusal_table}\n\n### Scope\n\n{scope_table}\n\n"
+        f"### Speed\n\n{speed}\n"
     )
     print(body)
     if not args.dry_run:
