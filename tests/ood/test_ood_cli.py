@@ -102,3 +102,11 @@ def test_ood_profile_without_examples_is_refused(tmp_path: Path) -> None:
     assert done.returncode == 2 and "has no `examples`" in done.stderr
     missing = assay("ood", "--use-case", str(tmp_path / "nope.yaml"), "--sut-url", "http://x")
     assert missing.returncode == 2 and "cannot read profile" in missing.stderr
+
+
+def test_ood_against_a_dead_endpoint_reports_failures_and_exits_1(profile_file: Path) -> None:
+    done = assay("ood", "--use-case", str(profile_file), "--sut-url", "http://127.0.0.1:9/v1")
+    assert done.returncode == 1
+    assert "transport_error" in done.stdout
+    assert done.stderr.strip().splitlines()[-1].startswith("error: no row could be scored")
+    assert "Traceback" not in done.stderr

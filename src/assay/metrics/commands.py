@@ -204,9 +204,16 @@ def ood_command(
                 for result in results:
                     handle.write(json.dumps(result.to_dict(), ensure_ascii=False) + "\n")
     _print_cases(results, explain)
-    _print_summary(summarize(results), profile)
+    summary = summarize(results)
+    _print_summary(summary, profile)
     if out is not None:
         Console(highlight=False).print(f"wrote {out}", soft_wrap=True)
+    if summary.rows_scored == 0:
+        raise _fail(
+            f"no row could be scored ({summary.transport_failures} failed calls to the system "
+            f"under test, {summary.judge_failures} judge failures); see the verdicts above",
+            EXIT_FAILED,
+        )
 
 
 def _print_cases(results: list[RowResult], explain: bool) -> None:
