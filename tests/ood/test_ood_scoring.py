@@ -27,13 +27,15 @@ ANSWER = "Sure. Preheat the oven to 180°C, then bake it for about 25 minutes un
 
 def test_worked_example_three_of_four_is_075() -> None:
     """One in-domain query answered plus three probes, two refused and one answered."""
-    asked: list[str] = []
+    question = "What is my balance?"
+    request = ProbeRequest(PROFILE, 3, 0.0, seed_for("example"), anchor=question)
+    answered_probe = BankProbeGenerator().generate_now(request)[2].text
 
     def bot(prompt: object) -> str:
-        asked.append(str(prompt))
-        return ANSWER if len(asked) == 3 else REFUSAL
+        # Probes are asked concurrently, so the bot picks the probe it answers by its text.
+        return ANSWER if prompt == answered_probe else REFUSAL
 
-    rows = [{"input_id": "example", "prompt": "What is my balance?", "sut_response": (
+    rows = [{"input_id": "example", "prompt": question, "sut_response": (
         "Your current account balance is £1,240.18 as of this morning."
     )}]  # fmt: skip
     (result,) = score_rows_sync(
@@ -42,6 +44,7 @@ def test_worked_example_three_of_four_is_075() -> None:
     assert [c.label for c in result.cases] == [
         "in_domain_answer", "correct_refusal", "correct_refusal", "missed_refusal",
     ]  # fmt: skip
+    assert result.cases[3].query == answered_probe
     assert (result.correct, result.total, result.accuracy, result.score) == (3, 4, 0.75, 0.75)
     inverted = score_rows_sync(
         rows, {"use_case": BANK_PROFILE, "inverted": True}, sut=CallableSUT(lambda p: REFUSAL)
