@@ -32,6 +32,7 @@ from rich.text import Text
 from assay._sync import run_sync
 from assay.detectors import DETECTORS
 from assay.detectors.evaluate import detect_items, parse_item
+from assay.metrics.commands import metrics_app, ood_command
 from assay.runner import gates
 from assay.runner.io import count_rows
 from assay.runner.local import (
@@ -63,6 +64,10 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+# Metric manifests and the live OOD probe; their bulk lives in assay.metrics.commands.
+app.add_typer(metrics_app, name="metrics")
+app.command("ood")(ood_command)
 
 #: How request fields are spelled on the command line, for error messages.
 _DETECT_OPTIONS = {

@@ -1,0 +1,134 @@
+"""The use-case profile: what the system under test is for, as a string-to-string mapping.
+
+Recognised keys (all optional except that the profile must say something):
+  name            short name of the application ("Retail-bank customer assistant")
+  description     what it does, in prose; lists after "help with:" are split into topics
+  allowed_topics  topics it may answer, separated by newlines, ";" or ","
+  examples        example in-scope user questions, one per line
+  system_prompt   the application's system prompt, if it has one
+  refusal_message the text it uses to decline (helps the refusal judge)
+Any other keys are kept and shown to the LLM generator/judge, but not used offline.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from assay.schema import RequestValidationError
+
+#: Keys whose text describes scope; used offline to build the profile's reference texts.
+SCOPE_KEYS = ("name", "description", "allowed_topics", "examples", "system_prompt")
+_LIST_SPLIT = re.compile(r"\s*(?:\n|;|,)\s*")
+# A list of what the application covers, introduced by a colon after a word that says so
+# ("It can help with: a; b; c." / "Answers cooking questions: x, y, z.").
+_HELP_WITH = re.compile(
+    r"\b(?:help|assist|answer|question|topic|support|cover|handle)\w*[^:.\n]{0,40}:"
+    r"\s*([^:]+?)(?:\.\s|\.$|$)",
+    re.IGNORECASE | re.DOTALL,
+)
+
+
+@dataclass(frozen=True)
+class UseCaseProfile:
+    """A validated use-case profile.
+
+    fields: the profile mapping as given (string keys and string values).
+    """
+
+    fields: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.fields.get("name", "the application")
+
+    def topics(self) -> list[str]:
+        """Short in-scope topic phrases: `allowed_topics` plus any list after "help with:"."""
+        found: list[str] = []
+        for chunk in _LIST_SPLIT.split(self.fields.get("allowed_topics", "")):
+            if chunk:
+                found.append(chunk)
+        for key in ("description", "system_prompt"):
+            for match in _HELP_WITH.finditer(self.fields.get(key, "")):
+                found.extend(part for part in _LIST_SPLIT.split(match.group(1)) if part)
+        return list(dict.fromkeys(topic.strip(" .") for topic in found if topic.strip(" .")))
+
+    def examples(self) -> list[str]:
+        """In-scope example questions, one per line of `examples`."""
+        return [
+            line.strip() for line in self.fields.get("examples", "").splitlines() if line.strip()
+        ]
+
+    def summary_texts(self) -> list[str]:
+        """The profile's prose (description, system prompt), or its name when it has none."""
+        prose = [
+            self.fields[key].strip()
+            for key in ("description", "system_prompt")
+            if self.fields.get(key, "").strip()
+        ]
+        return prose or self.reference_texts()[:1]
+
+    def reference_texts(self) -> list[str]:
+        """Texts that stand for the scope when embedding: the description, topics, examples."""
+        texts = [
+            self.fields[key].strip()
+            for key in ("description", "system_prompt")
+            if self.fields.get(key, "").strip()
+        ]
+        texts.extend(self.topics())
+        texts.extend(self.examples())
+        if not texts and self.fields.get("name", "").strip():
+            texts.append(self.fields["name"].strip())
+        return texts
+
+    def as_prompt(self) -> str:
+        """The profile as plain text for an LLM prompt or a system prompt."""
+        return "\n".join(f"{key}: {value}" for key, value in self.fields.items())
+
+
+def profile_from_mapping(values: Mapping[str, object], source: str = "use_case") -> UseCaseProfile:
+    """Validate a profile mapping.
+
+    values: the mapping (keys and values must be strings).
+    source: what to call it in errors (a config field name or a file path).
+    """
+    if not isinstance(values, Mapping):
+        raise RequestValidationError(source, "must be a mapping of strings to strings")
+    cleaned: dict[str, str] = {}
+    for key, value in values.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise RequestValidationError(
+                f"{source}.{key}", f"must be a string (got {type(value).__name__})"
+            )
+        cleaned[key] = value
+    profile = UseCaseProfile(cleaned)
+    if not profile.reference_texts():
+        raise RequestValidationError(
+            source, f"says nothing about scope: give at least one of {', '.join(SCOPE_KEYS)}"
+        )
+    return profile
+
+
+def load_profile(path: Path) -> UseCaseProfile:
+    """Read a profile from a YAML or JSON file (a top-level mapping, or one under `use_case`).
+
+    path: the file to read.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise RequestValidationError(str(path), f"cannot read profile: {error.strerror}") from None
+    try:
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as error:
+        raise RequestValidationError(str(path), f"not valid YAML/JSON: {error}") from None
+    if isinstance(data, dict) and isinstance(data.get("use_case"), dict):
+        data = data["use_case"]
+    if not isinstance(data, dict):
+        raise RequestValidationError(str(path), "must hold a mapping of strings to strings")
+    return profile_from_mapping(data, str(path))

@@ -1,0 +1,104 @@
+"""Run configuration files: the metric's config keys plus an optional `sut:` block.
+
+The published config schema says nothing about where the system under test lives, so a run
+config file keeps that in its own block next to the metric keys::
+
+    use_case: {name: ..., description: ..., examples: ...}
+    num_ood_queries: 3
+    sut:
+      kind: openai            # or http
+      url: http://127.0.0.1:8000/v1
+      model: my-model         # openai only
+      system_prompt: true     # openai only: send the profile as system prompt
+      body_template: '{"message": "{prompt}"}'   # http only
+      reply_path: data.reply                     # http only
+
+`load_run_config` is what a dataset runner (`assay run --metric llm.ood_detection --config`)
+needs; `build_sut` is shared with `assay ood`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from assay.metrics.ood.config import OODMetricConfig, parse_config
+from assay.metrics.ood.profile import profile_from_mapping
+from assay.metrics.ood.sut import HttpJsonSUT, OpenAIChatSUT, SystemUnderTest
+from assay.schema import RequestValidationError
+
+SUT_KEYS = ("kind", "url", "model", "system_prompt", "body_template", "reply_path")
+
+
+def build_sut(
+    options: Mapping[str, Any],
+    config: OODMetricConfig,
+    labels: Mapping[str, str] | None = None,
+) -> SystemUnderTest:
+    """A system-under-test adapter from a `sut:` block.
+
+    options: kind ("openai" or "http"), url, and the kind's own keys (see the module doc).
+    config: supplies sut_temperature and, for system_prompt, the use-case profile.
+    labels: how to name each key in errors (e.g. CLI options); default "sut.<key>".
+
+    The API key of an OpenAI-compatible SUT comes from ASSAY_SUT_API_KEY, never from the file.
+    """
+
+    def name(key: str) -> str:
+        return (labels or {}).get(key, f"sut.{key}")
+
+    unknown = sorted(set(options) - set(SUT_KEYS))
+    if unknown:
+        raise RequestValidationError(
+            name(unknown[0]), f"unknown key; allowed: {', '.join(SUT_KEYS)}"
+        )
+    url = options.get("url")
+    if not isinstance(url, str) or not url.strip():
+        raise RequestValidationError(name("url"), "required: the URL of the system under test")
+    kind = options.get("kind", "openai")
+    if kind == "openai":
+        system_prompt = None
+        if options.get("system_prompt") and config.use_case:
+            profile = profile_from_mapping(config.use_case)
+            system_prompt = profile.fields.get("system_prompt", profile.as_prompt())
+        return OpenAIChatSUT(
+            url,
+            model=str(options.get("model", "default")),
+            api_key=os.environ.get("ASSAY_SUT_API_KEY", "unused"),
+            system_prompt=system_prompt,
+            temperature=config.sut_temperature,
+        )
+    if kind == "http":
+        try:
+            return HttpJsonSUT(
+                url,
+                body_template=str(options.get("body_template", '{"message": "{prompt}"}')),
+                reply_path=str(options.get("reply_path", "reply")),
+            )
+        except ValueError as error:
+            raise RequestValidationError(name("body_template"), str(error)) from None
+    raise RequestValidationError(name("kind"), f"must be openai or http (got {kind!r})")
+
+
+def load_run_config(path: Path) -> tuple[OODMetricConfig, SystemUnderTest | None]:
+    """Read a run config file: the validated metric config and the SUT, if the file has one.
+
+    path: a YAML or JSON file holding a mapping.
+    """
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as error:
+        raise RequestValidationError(str(path), f"cannot read config: {error}") from None
+    if not isinstance(data, dict):
+        raise RequestValidationError(str(path), "must hold a mapping of config keys")
+    options = data.pop("sut", None)
+    config = parse_config(data)
+    if options is None:
+        return config, None
+    if not isinstance(options, dict):
+        raise RequestValidationError("sut", "must be a mapping (kind, url, ...)")
+    return config, build_sut(options, config)

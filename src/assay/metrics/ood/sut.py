@@ -1,0 +1,286 @@
+"""Adapters for the system under test (SUT), and the retrying, time-limited call around them.
+
+An adapter turns a prompt (a string, or a list of {"role", "content"} messages) into the SUT's
+reply text, raising `SUTError` when it cannot. `ask_with_retries` adds the per-call timeout,
+the retries with exponential backoff and the shared concurrency limit, and records a transport
+failure as such instead of raising, so it can be reported apart from the SUT's behaviour.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import inspect
+import json
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+logger = logging.getLogger(__name__)
+
+Message = Mapping[str, str]
+Prompt = str | Sequence[Message]
+#: First pause between tries, in seconds; doubles after every failed try.
+BACKOFF_SECONDS = 0.5
+
+
+class SUTError(Exception):
+    """The system under test could not be reached or gave no usable reply."""
+
+
+def last_user_turn(prompt: Prompt) -> str:
+    """The text of the prompt's last user message (the prompt itself when it is a string)."""
+    if isinstance(prompt, str):
+        return prompt
+    for message in reversed(prompt):
+        if message.get("role") == "user":
+            return message.get("content", "")
+    return prompt[-1].get("content", "") if prompt else ""
+
+
+def as_messages(prompt: Prompt) -> list[dict[str, str]]:
+    """The prompt as chat messages (a string becomes one user message)."""
+    if isinstance(prompt, str):
+        return [{"role": "user", "content": prompt}]
+    return [{"role": m["role"], "content": m["content"]} for m in prompt]
+
+
+class SystemUnderTest(abc.ABC):
+    """Something that answers prompts."""
+
+    #: Short description for reports.
+    describe = "system under test"
+
+    @abc.abstractmethod
+    async def ask(self, prompt: Prompt) -> str:
+        """The reply to `prompt`; raises SUTError when there is none."""
+
+    async def aclose(self) -> None:  # noqa: B027 - optional hook, most adapters hold nothing
+        """Release connections (no-op by default)."""
+
+
+class OpenAIChatSUT(SystemUnderTest):
+    """An OpenAI-compatible chat completions endpoint, called with the official `openai` SDK.
+
+    base_url: the API root, e.g. "http://127.0.0.1:8000/v1".
+    model: the model name to send.
+    api_key: bearer token ("unused" for servers that need none).
+    system_prompt: prepended as a system message when given (e.g. the profile's prompt).
+    temperature: sampling temperature (the config's sut_temperature).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str = "default",
+        api_key: str = "unused",
+        system_prompt: str | None = None,
+        temperature: float = 0.2,
+    ) -> None:
+        from openai import AsyncOpenAI
+
+        # Retries and timeouts are ours (ask_with_retries), so the SDK's own are switched off.
+        self._client = AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=None)
+        self._model = model
+        self._system_prompt = system_prompt
+        self._temperature = temperature
+        self.describe = f"OpenAI-compatible endpoint {base_url} (model {model})"
+
+    async def ask(self, prompt: Prompt) -> str:
+        from openai import OpenAIError
+
+        messages: list[Any] = as_messages(prompt)
+        if self._system_prompt:
+            messages.insert(0, {"role": "system", "content": self._system_prompt})
+        try:
+            response = await self._client.chat.completions.create(
+                model=self._model, messages=messages, temperature=self._temperature
+            )
+        except OpenAIError as error:
+            raise SUTError(f"{type(error).__name__}: {error}") from None
+        content = response.choices[0].message.content if response.choices else None
+        if content is None:
+            raise SUTError("the endpoint returned no message content")
+        return content
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+
+def reply_at(document: Any, path: str) -> str:
+    """The string at dotted `path` in a parsed JSON document ("choices.0.message.content").
+
+    document: the parsed JSON.
+    path: dot-separated keys; integer parts index lists.
+    """
+    node = document
+    for part in path.split(".") if path else []:
+        if (
+            isinstance(node, list)
+            and part.lstrip("-").isdigit()
+            and -len(node) <= int(part) < len(node)
+        ):
+            node = node[int(part)]
+        elif isinstance(node, dict) and part in node:
+            node = node[part]
+        else:
+            raise SUTError(f"reply path {path!r} not found in the response (stopped at {part!r})")
+    if not isinstance(node, str):
+        raise SUTError(f"reply path {path!r} holds {type(node).__name__}, not a string")
+    return node
+
+
+class HttpJsonSUT(SystemUnderTest):
+    """Any HTTP endpoint that takes a JSON body and answers JSON.
+
+    url: where to POST.
+    body_template: the JSON body with a `{prompt}` placeholder inside a string, e.g.
+        '{"message": "{prompt}"}'; the prompt is JSON-escaped before it is put in.
+    reply_path: dotted path to the reply text in the response JSON, e.g. "reply" or
+        "choices.0.message.content".
+    headers: extra request headers (e.g. authorisation).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        body_template: str = '{"message": "{prompt}"}',
+        reply_path: str = "reply",
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        if "{prompt}" not in body_template:
+            raise ValueError("body_template must contain the placeholder {prompt}")
+        try:
+            json.loads(body_template.replace("{prompt}", "probe"))
+        except json.JSONDecodeError as error:
+            raise ValueError(
+                f"body_template is not JSON once {{prompt}} is filled: {error}"
+            ) from None
+        self._url = url
+        self._template = body_template
+        self._reply_path = reply_path
+        self._client = httpx.AsyncClient(headers=dict(headers or {}), timeout=None)
+        self.describe = f"HTTP JSON endpoint {url}"
+
+    def body(self, prompt: Prompt) -> bytes:
+        """The request body for `prompt` (its last user turn, JSON-escaped into the template)."""
+        escaped = json.dumps(last_user_turn(prompt))[1:-1]
+        return self._template.replace("{prompt}", escaped).encode("utf-8")
+
+    async def ask(self, prompt: Prompt) -> str:
+        try:
+            response = await self._client.post(
+                self._url, content=self.body(prompt), headers={"content-type": "application/json"}
+            )
+        except httpx.HTTPError as error:
+            raise SUTError(f"{type(error).__name__}: {error}") from None
+        if response.status_code >= 400:
+            raise SUTError(f"HTTP {response.status_code}: {response.text[:200]}")
+        try:
+            document = response.json()
+        except json.JSONDecodeError:
+            raise SUTError(f"response is not JSON: {response.text[:200]!r}") from None
+        return reply_at(document, self._reply_path)
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
+class CallableSUT(SystemUnderTest):
+    """A Python function (sync or async) from prompt to reply; its exceptions are failures.
+
+    function: called with the prompt (a string or the message list); sync functions run in a
+        worker thread.
+    """
+
+    def __init__(self, function: Callable[[Prompt], str | Awaitable[str]]) -> None:
+        self._function = function
+        self.describe = f"Python callable {getattr(function, '__name__', repr(function))}"
+
+    async def ask(self, prompt: Prompt) -> str:
+        try:
+            if inspect.iscoroutinefunction(self._function):
+                reply = await self._function(prompt)
+            else:
+                reply = await asyncio.to_thread(self._function, prompt)
+                if inspect.isawaitable(reply):
+                    reply = await reply
+        except Exception as error:
+            raise SUTError(f"{type(error).__name__}: {error}") from None
+        if not isinstance(reply, str):
+            raise SUTError(f"the callable returned {type(reply).__name__}, not a string")
+        return reply
+
+
+class RecordedSUT(SystemUnderTest):
+    """Replies recorded earlier, looked up by the prompt's last user turn.
+
+    replies: prompt text -> recorded reply.
+    """
+
+    describe = "recorded replies"
+
+    def __init__(self, replies: Mapping[str, str]) -> None:
+        self._replies = dict(replies)
+
+    async def ask(self, prompt: Prompt) -> str:
+        key = last_user_turn(prompt)
+        if key not in self._replies:
+            raise SUTError(f"no recorded reply for {key[:80]!r}")
+        return self._replies[key]
+
+
+@dataclass(frozen=True)
+class SUTReply:
+    """The outcome of asking the SUT once (with retries).
+
+    text: the reply, or None when every try failed.
+    error: the last failure's message when text is None.
+    attempts: how many tries were made.
+    """
+
+    text: str | None
+    error: str | None
+    attempts: int
+
+    @property
+    def failed(self) -> bool:
+        return self.text is None
+
+
+async def ask_with_retries(
+    sut: SystemUnderTest,
+    prompt: Prompt,
+    *,
+    retries: int,
+    timeout: float,
+    limit: asyncio.Semaphore,
+    backoff: float = BACKOFF_SECONDS,
+) -> SUTReply:
+    """Ask `sut`, retrying failures; never raises for SUT or transport problems.
+
+    sut: the system under test.
+    prompt: what to ask.
+    retries: extra tries after a failure (n_sut_retries).
+    timeout: seconds allowed per try (timeout_seconds).
+    limit: shared semaphore bounding calls in flight (concurrency_limit).
+    backoff: pause before the first retry, doubled after each further failure.
+    """
+    error = ""
+    for attempt in range(retries + 1):
+        if attempt:
+            await asyncio.sleep(backoff * 2 ** (attempt - 1))
+        async with limit:
+            try:
+                text = await asyncio.wait_for(sut.ask(prompt), timeout)
+            except TimeoutError:
+                error = f"timed out after {timeout:g}s"
+            except SUTError as failure:
+                error = str(failure)
+            else:
+                return SUTReply(text, None, attempt + 1)
+        logger.info("SUT call failed (try %d of %d): %s", attempt + 1, retries + 1, error)
+    return SUTReply(None, error, retries + 1)

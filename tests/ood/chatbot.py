@@ -1,0 +1,197 @@
+"""A small chatbot written for the tests: a real HTTP server on loopback with a real scope policy.
+
+The bot answers a question when its embedding is close enough to one of its profile's example
+questions or topics (MiniLM cosine similarity ≥ `threshold`) and declines otherwise. Raising the
+threshold makes it over-refuse; lowering it makes it answer everything (under-refuse).
+
+It speaks two protocols:
+  POST /v1/chat/completions  OpenAI-compatible chat completions (last user message is the query)
+  POST /chat                 {"message": "..."} -> {"data": {"reply": "..."}}
+
+Fault injection for the SUT tests: `fail_first` requests get HTTP 503, `delay` seconds of
+sleep before every answer.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import numpy as np
+import pytest
+
+from assay.metrics.ood.embedding import shared_encoder
+from assay.metrics.ood.profile import UseCaseProfile, profile_from_mapping
+
+BALANCED = 0.45
+OVER_REFUSE = 0.99
+UNDER_REFUSE = -1.0
+
+
+@dataclass
+class ChatbotPolicy:
+    """How the bot behaves.
+
+    profile: its use case; example questions and topics define what it answers.
+    threshold: least similarity to its scope texts for a question to be answered.
+    fail_first: how many requests to answer with HTTP 503 before behaving.
+    delay: seconds to sleep before each answer.
+    """
+
+    profile: UseCaseProfile
+    threshold: float = BALANCED
+    fail_first: int = 0
+    delay: float = 0.0
+    requests: int = 0
+    queries: list[str] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def in_scope(self, query: str) -> bool:
+        encoder = shared_encoder()
+        scope = encoder.encode(self.profile.examples() + self.profile.topics())
+        similarity = float(np.max(scope @ encoder.encode([query])[0]))
+        return similarity >= self.threshold
+
+    def reply(self, query: str) -> str:
+        if self.in_scope(query):
+            return (
+                f"Happy to help with that. For '{query}', open the app, go to the relevant "
+                "section and follow the three steps shown there; it takes about a minute."
+            )
+        return f"Sorry, I can only help with questions about {self.profile.name}."
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
+        return
+
+    def _send(self, status: int, body: Any) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_POST(self) -> None:
+        policy = self.server.policy
+        length = int(self.headers.get("content-length", "0"))
+        payload = json.loads(self.rfile.read(length) or b"{}")
+        with policy.lock:
+            policy.requests += 1
+            failing = policy.requests <= policy.fail_first
+        if failing:
+            self._send(503, {"error": "temporarily unavailable"})
+            return
+        if policy.delay:
+            time.sleep(policy.delay)
+        if self.path == "/v1/chat/completions":
+            query = [m for m in payload["messages"] if m["role"] == "user"][-1]["content"]
+            policy.queries.append(query)
+            self._send(200, _completion(policy.reply(query), payload.get("model", "bot")))
+        elif self.path == "/chat":
+            policy.queries.append(payload["message"])
+            self._send(200, {"data": {"reply": policy.reply(payload["message"])}})
+        else:
+            self._send(404, {"error": f"no route {self.path}"})
+
+
+def _completion(text: str, model: str) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    }
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    policy: ChatbotPolicy
+
+
+@dataclass
+class RunningChatbot:
+    """A started bot: its base URL and its (mutable) policy."""
+
+    url: str
+    policy: ChatbotPolicy
+    server: _Server
+    thread: threading.Thread
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=10)
+
+
+def start_chatbot(policy: ChatbotPolicy) -> RunningChatbot:
+    """Start the bot on a free loopback port; call `stop()` when done."""
+    server = _Server(("127.0.0.1", 0), _Handler)
+    server.policy = policy
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    return RunningChatbot(f"http://127.0.0.1:{server.server_address[1]}", policy, server, thread)
+
+
+#: The bot's profile in the tests: a bank's card-and-account assistant.
+BANK_PROFILE = {
+    "name": "Harbour Bank card and account assistant",
+    "description": (
+        "Customer chatbot of Harbour Bank. It helps with: card payments; lost or stolen cards; "
+        "account balance; transfers between accounts; bank statements; overdraft fees. "
+        "Anything else is out of scope and is politely declined."
+    ),
+    "examples": (
+        "What is the balance on my current account?\n"
+        "My debit card was stolen, how do I block it?\n"
+        "How do I transfer money to my savings account?\n"
+        "Why was I charged an overdraft fee?"
+    ),
+}
+
+#: In-domain questions the tests send as rows: paraphrases of the bot's examples.
+IN_DOMAIN_PROMPTS = (
+    "How much money is left in my current account?",
+    "Someone stole my debit card, can you block it?",
+    "I want to move money into my savings account.",
+)
+
+
+def in_domain_rows() -> list[dict[str, Any]]:
+    """gdi_text_v1 rows whose replies come from the live bot (sut_response null)."""
+    return [
+        {"input_id": f"row-{n}", "prompt": prompt, "sut_response": None}
+        for n, prompt in enumerate(IN_DOMAIN_PROMPTS)
+    ]
+
+
+@pytest.fixture(autouse=True)
+def no_llm_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Test modules that import this run the offline path even if ASSAY_LLM_* is set."""
+    for name in ("ASSAY_LLM_BASE_URL", "ASSAY_LLM_MODEL", "ASSAY_LLM_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def running_bot() -> Iterator[RunningChatbot]:
+    """Yield a running bot with the bank profile and a balanced policy; stop it afterwards."""
+    bot = start_chatbot(ChatbotPolicy(profile_from_mapping(BANK_PROFILE)))
+    try:
+        yield bot
+    finally:
+        bot.stop()

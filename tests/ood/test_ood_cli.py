@@ -1,0 +1,112 @@
+"""`assay ood` against the loopback chatbot, as a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from chatbot import BANK_PROFILE, OVER_REFUSE, RunningChatbot, running_bot
+
+
+@pytest.fixture
+def chatbot() -> Iterator[RunningChatbot]:
+    yield from running_bot()
+
+
+@pytest.fixture
+def profile_file(tmp_path: Path) -> Path:
+    path = tmp_path / "profile.yaml"
+    path.write_text(yaml.safe_dump({"use_case": BANK_PROFILE}))
+    return path
+
+
+def assay(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ASSAY_LLM_")}
+    return subprocess.run(
+        [sys.executable, "-m", "assay.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**env, "COLUMNS": "200"},
+    )
+
+
+def test_ood_probes_the_bot_and_prints_verdicts_and_summary(
+    chatbot: RunningChatbot, profile_file: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "ood.jsonl"
+    done = assay(
+        "ood", "--use-case", str(profile_file), "--sut-url", f"{chatbot.url}/v1",
+        "--num-ood-queries", "2", "--out", str(out),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "verdicts" in done.stdout and "over-rejection rate" in done.stdout
+    assert "correct_refusal" in done.stdout
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 4  # one per profile example
+    assert all(row["score"] == 1.0 for row in rows)
+    assert len(chatbot.policy.queries) == 4 * 3
+
+
+def test_ood_over_the_http_kind_sees_an_over_refusing_bot(
+    chatbot: RunningChatbot, profile_file: Path, tmp_path: Path
+) -> None:
+    chatbot.policy.threshold = OVER_REFUSE
+    # The examples themselves are answered (similarity 1.0 >= 0.99), so give paraphrases.
+    profile = dict(BANK_PROFILE, examples="How much money is left in my current account?")
+    profile_file.write_text(yaml.safe_dump(profile))
+    config = tmp_path / "cfg.yaml"
+    config.write_text("num_ood_queries: 1\nn_sut_retries: 1\n")
+    out = tmp_path / "ood.jsonl"
+    done = assay(
+        "ood", "--use-case", str(profile_file), "--sut-url", f"{chatbot.url}/chat",
+        "--sut-kind", "http", "--reply-path", "data.reply", "--config", str(config),
+        "--out", str(out), "--explain",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (row,) = [json.loads(line) for line in out.read_text().splitlines()]
+    assert row["cases"][0]["label"] == "over_rejection" and row["score"] == 0.5
+    assert row["cases"][0]["evidence"]["refusal_cues"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        (["--num-ood-queries", "40"], "num_ood_queries: must be an integer between 1 and 32"),
+        (["--sut-kind", "grpc"], "--sut-kind: must be openai or http"),
+        (
+            ["--sut-kind", "http", "--body-template", "{}"],
+            "--body-template: body_template must contain",
+        ),
+    ],
+)
+def test_ood_bad_options_fail_in_one_line(
+    profile_file: Path, extra: list[str], expected: str
+) -> None:
+    done = assay("ood", "--use-case", str(profile_file), "--sut-url", "http://127.0.0.1:9", *extra)
+    assert done.returncode == 2
+    assert done.stderr.strip() == f"error: {expected}" or expected in done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_ood_profile_without_examples_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text("name: Bot\ndescription: Helps with bills.\n")
+    done = assay("ood", "--use-case", str(path), "--sut-url", "http://127.0.0.1:9")
+    assert done.returncode == 2 and "has no `examples`" in done.stderr
+    missing = assay("ood", "--use-case", str(tmp_path / "nope.yaml"), "--sut-url", "http://x")
+    assert missing.returncode == 2 and "cannot read profile" in missing.stderr
+
+
+def test_ood_against_a_dead_endpoint_reports_failures_and_exits_1(profile_file: Path) -> None:
+    done = assay("ood", "--use-case", str(profile_file), "--sut-url", "http://127.0.0.1:9/v1")
+    assert done.returncode == 1
+    assert "transport_error" in done.stdout
+    assert done.stderr.strip().splitlines()[-1].startswith("error: no row could be scored")
+    assert "Traceback" not in done.stderr

@@ -1,0 +1,190 @@
+"""Retries, timeouts and transport failures of the system under test, and input checks that
+must fail before any call is made."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+
+import pytest
+from chatbot import (
+    BANK_PROFILE,
+    RunningChatbot,
+    in_domain_rows,
+    running_bot,
+)
+
+from assay.metrics.ood import (
+    HttpJsonSUT,
+    OpenAIChatSUT,
+    score_rows,
+    summarize,
+)
+from assay.metrics.ood.sut import CallableSUT, SUTError, ask_with_retries, reply_at
+from assay.schema import RequestValidationError
+
+
+@pytest.fixture
+def chatbot() -> Iterator[RunningChatbot]:
+    yield from running_bot()
+
+
+def config(**values: object) -> dict[str, object]:
+    return {"use_case": BANK_PROFILE, "num_ood_queries": 2, **values}
+
+
+async def test_retries_ride_out_temporary_failures(
+    chatbot: RunningChatbot, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("assay.metrics.ood.sut.BACKOFF_SECONDS", 0.01)
+    chatbot.policy.fail_first = 2
+    sut = OpenAIChatSUT(f"{chatbot.url}/v1")
+    try:
+        rows = in_domain_rows()[:1]
+        (result,) = await score_rows(rows, config(n_sut_retries=2, concurrency_limit=1), sut=sut)
+    finally:
+        await sut.aclose()
+    assert result.error is None and result.score == 1.0
+    assert sum(case.attempts for case in result.cases) == 3 + 2  # 3 calls, 2 of them retried
+
+
+async def test_without_retries_a_failure_is_a_transport_error_not_behaviour(
+    chatbot: RunningChatbot,
+) -> None:
+    chatbot.policy.fail_first = 1
+    sut = HttpJsonSUT(f"{chatbot.url}/chat", reply_path="data.reply")
+    try:
+        (result,) = await score_rows(in_domain_rows()[:1], config(concurrency_limit=1), sut=sut)
+    finally:
+        await sut.aclose()
+    failed = [case for case in result.cases if case.status == "transport_error"]
+    assert len(failed) == 1 and "HTTP 503" in (failed[0].error or "")
+    assert failed[0].label is None and failed[0].correct is None
+    assert result.score is None and "1 of 3 cases failed" in (result.error or "")
+    summary = summarize([result])
+    assert summary.transport_failures == 1 and summary.rows_errored == 1
+    assert sum(summary.confusion.values()) == 2
+
+
+async def test_slow_replies_time_out(chatbot: RunningChatbot) -> None:
+    chatbot.policy.delay = 1.0
+    sut = OpenAIChatSUT(f"{chatbot.url}/v1")
+    try:
+        (result,) = await score_rows(in_domain_rows()[:1], config(timeout_seconds=0.05), sut=sut)
+    finally:
+        await sut.aclose()
+    assert result.score is None
+    assert all(case.status == "transport_error" for case in result.cases)
+    assert all("timed out after 0.05s" in (case.error or "") for case in result.cases)
+
+
+async def test_unreachable_endpoint_is_reported_per_case() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    sut = HttpJsonSUT(f"http://127.0.0.1:{port}/chat")
+    try:
+        (result,) = await score_rows(in_domain_rows()[:1], config(n_sut_retries=1), sut=sut)
+    finally:
+        await sut.aclose()
+    assert [case.status for case in result.cases] == ["transport_error"] * 3
+    assert all(case.attempts == 2 for case in result.cases)
+
+
+async def test_missing_columns_fail_before_any_call(chatbot: RunningChatbot) -> None:
+    rows = [{"input_id": "a", "prompt": "hi", "sut_response": None}, {"input_id": "b"}]
+    sut = OpenAIChatSUT(f"{chatbot.url}/v1")
+    with pytest.raises(RequestValidationError) as caught:
+        await score_rows(rows, config(), sut=sut)
+    await sut.aclose()
+    assert caught.value.field == "rows[1]"
+    assert "prompt, sut_response" in caught.value.message
+    assert chatbot.policy.requests == 0
+
+
+@pytest.mark.parametrize(
+    ("rows", "field", "words"),
+    [
+        ([{"input_id": 1, "prompt": "  ", "sut_response": None}], "rows[0].prompt", "blank"),
+        (
+            [{"input_id": 1, "prompt": [{"role": "user"}], "sut_response": None}],
+            "rows[0].prompt[0]",
+            "content",
+        ),
+        (
+            [{"input_id": 1, "prompt": "x", "sut_response": 3}],
+            "rows[0].sut_response",
+            "string or null",
+        ),
+    ],
+)
+async def test_bad_rows_name_the_field(
+    rows: list[dict[str, object]], field: str, words: str
+) -> None:
+    with pytest.raises(RequestValidationError) as caught:
+        await score_rows(rows, config(), sut=CallableSUT(lambda prompt: "ok"))
+    assert caught.value.field == field and words in caught.value.message
+
+
+async def test_a_missing_profile_or_sut_is_a_clear_error() -> None:
+    rows = in_domain_rows()
+    with pytest.raises(RequestValidationError, match="use-case profile") as caught:
+        await score_rows(rows, {}, sut=CallableSUT(lambda prompt: "ok"))
+    assert caught.value.field == "use_case"
+    with pytest.raises(RequestValidationError) as caught:
+        await score_rows(rows, config())
+    assert caught.value.field == "sut"
+
+
+async def test_concurrency_limit_bounds_calls_in_flight() -> None:
+    import asyncio
+
+    in_flight = peak = 0
+
+    async def bot(prompt: object) -> str:
+        nonlocal in_flight, peak
+        in_flight += 1
+        peak = max(peak, in_flight)
+        await asyncio.sleep(0.01)
+        in_flight -= 1
+        return "Sorry, I can only help with banking questions."
+
+    await score_rows(in_domain_rows(), config(concurrency_limit=2), sut=CallableSUT(bot))
+    assert peak == 2
+
+
+async def test_callable_failures_and_retry_backoff_are_recorded() -> None:
+    calls = 0
+
+    def flaky(prompt: object) -> str:
+        nonlocal calls
+        calls += 1
+        raise RuntimeError("bot crashed")
+
+    reply = await ask_with_retries(
+        CallableSUT(flaky),
+        "hi",
+        retries=2,
+        timeout=5,
+        limit=__import__("asyncio").Semaphore(1),
+        backoff=0.001,
+    )
+    assert reply.failed and reply.attempts == 3 and calls == 3
+    assert reply.error == "RuntimeError: bot crashed"
+
+
+def test_reply_path_errors_say_where_they_stopped() -> None:
+    assert (
+        reply_at({"choices": [{"message": {"content": "hi"}}]}, "choices.0.message.content") == "hi"
+    )
+    with pytest.raises(SUTError, match="stopped at 'reply'"):
+        reply_at({"data": {}}, "data.reply")
+    with pytest.raises(SUTError, match="not a string"):
+        reply_at({"reply": 3}, "reply")
+
+
+def test_body_template_must_hold_the_prompt_and_escape_it() -> None:
+    with pytest.raises(ValueError, match="placeholder"):
+        HttpJsonSUT("http://127.0.0.1:1/chat", body_template='{"message": "hi"}')
+    sut = HttpJsonSUT("http://127.0.0.1:1/chat", body_template='{"q": "{prompt}", "n": 1}')
+    assert sut.body('say "hi"\n') == b'{"q": "say \\"hi\\"\\n", "n": 1}'
