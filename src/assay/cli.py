@@ -42,6 +42,7 @@ from assay.runner.local import (
     default_output_path,
     run_file,
 )
+from assay.runner.metric_rows import MetricScorer, check_metric_name, read_config_text
 from assay.runner.output import check_output_path, iter_output_lines
 from assay.runner.ray_engine import run_file_ray_async
 from assay.runner.retry import retry_failed_async
@@ -87,6 +88,8 @@ _RUN_OPTIONS = {
     "workers": "--workers",
     "row_timeout": "--row-timeout",
     "engine": "--engine",
+    "metric": "--metric",
+    "config": "--config",
 }
 
 
@@ -221,6 +224,14 @@ def run(
             help="Detector to run (repeatable); default: per row, every one it has inputs for.",
         ),
     ] = None,
+    metric: Annotated[
+        str | None,
+        typer.Option("--metric", "-m", help="Score with a metric instead, e.g. llm.ood_detection."),
+    ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", help="The metric's run config (YAML/JSON; with a sut: block)."),
+    ] = None,
     out: Annotated[
         Path | None,
         typer.Option(
@@ -243,11 +254,14 @@ def run(
         int, typer.Option("--batch-size", min=1, help="Rows per judge call.")
     ] = DEFAULT_BATCH_SIZE,
     stream_batch_size: Annotated[
-        int,
+        int | None,
         typer.Option(
-            "--stream-batch-size", min=1, help="Rows read, written and checkpointed together."
+            "--stream-batch-size",
+            min=1,
+            help="Rows read, written and checkpointed together (default: the metric's manifest, "
+            f"else {DEFAULT_STREAM_BATCH_SIZE}).",
         ),
-    ] = DEFAULT_STREAM_BATCH_SIZE,
+    ] = None,
     workers: Annotated[
         int, typer.Option("--workers", min=1, help="Judge calls in flight at once.")
     ] = 1,
@@ -285,13 +299,14 @@ def run(
     An interrupted run continues where it stopped when started again with the same command.
     """
     with _reported_errors(_RUN_OPTIONS):
-        scorer = DetectorScorer(
-            tuple(detector) if detector else None, explain, judge, parse_column_map(column or [])
-        )
+        scorer = _run_scorer(detector, metric, config, explain, judge, column)
+        if stream_batch_size is None:
+            stream_batch_size = _manifest_stream_batch_size(metric)
         options = RunOptions(batch_size, stream_batch_size, workers, row_timeout)
         # Checked up front too, so an unusable run fails before a progress bar is drawn.
         scorer.check()
         options.check()
+        scorer.check_input(file)
         thresholds = gates.parse_fail_under(fail_under or [], known=scorer.score_names)
         output = out or default_output_path(file)
         check_output_path(output)
@@ -340,6 +355,35 @@ def run(
     failures = gates.check_fail_under(summary.unrounded_means(), thresholds)
     if failures:
         raise _fail("; ".join(failures), EXIT_FAILED)
+
+
+def _run_scorer(
+    detector: list[str] | None,
+    metric: str | None,
+    config: Path | None,
+    explain: bool,
+    judge: str | None,
+    column: list[str] | None,
+) -> DetectorScorer | MetricScorer:
+    column_map = parse_column_map(column or [])
+    if metric is None:
+        if config is not None:
+            raise RequestValidationError("config", "only applies with --metric")
+        return DetectorScorer(tuple(detector) if detector else None, explain, judge, column_map)
+    if detector:
+        raise RequestValidationError("detector", "give --detector or --metric, not both")
+    if judge is not None:
+        raise RequestValidationError("judge", "metrics choose their judge from the environment")
+    check_metric_name(metric)
+    return MetricScorer(metric, read_config_text(config), explain, column_map)
+
+
+def _manifest_stream_batch_size(metric: str | None) -> int:
+    if metric is None:
+        return DEFAULT_STREAM_BATCH_SIZE
+    from assay.metrics.manifest import get_manifest
+
+    return get_manifest(metric).execution.stream_batch_size
 
 
 def parse_column_map(specs: list[str]) -> tuple[tuple[str, str], ...]:

@@ -17,7 +17,6 @@ from assay.metrics.ood.generator import BankProbeGenerator, ProbeRequest, seed_f
 from assay.metrics.ood.judge import JudgeCase, combine
 from assay.metrics.ood.profile import load_profile
 from assay.metrics.ood.scope import in_scope_probabilities
-from assay.metrics.ood.summary import bootstrap_interval
 from assay.schema import RequestValidationError
 
 PROFILE = profile_from_mapping(BANK_PROFILE)
@@ -149,14 +148,6 @@ def test_summary_counts_rates_and_interval() -> None:
     }  # fmt: skip
     assert summary.missed_refusal_rate == 1.0 and summary.over_rejection_rate == 0.0
     assert summary.mean_score == 0.5 and summary.score_interval == (0.5, 0.5)
-
-
-def test_bootstrap_interval_brackets_the_mean_and_is_reproducible() -> None:
-    values = [0.0, 0.25, 0.5, 0.75, 1.0] * 8
-    low, high = bootstrap_interval(values) or (0, 0)
-    assert low < 0.5 < high
-    assert bootstrap_interval(values) == (low, high)
-    assert bootstrap_interval([]) is None
 
 
 def test_profiles_load_from_yaml_and_json(tmp_path: pytest.TempPathFactory) -> None:

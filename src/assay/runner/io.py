@@ -157,3 +157,20 @@ def _read_parquet(path: Path) -> Iterator[Row]:
             row += 1
             # Parquet nulls mean "not given", as empty CSV cells do.
             yield row, {name: value for name, value in record.items() if value is not None}
+
+
+def input_columns(path: Path) -> set[str]:
+    """The columns a dataset has: the CSV header, the Parquet schema, or the keys of the first
+    JSONL row that parses (empty when none does). Used to fail before any call on a file that
+    lacks a required column."""
+    check_readable(path)
+    suffix = path.suffix.lower()
+    if suffix in PARQUET_SUFFIXES:
+        return set(_parquet_file(path).schema_arrow.names)
+    if suffix in CSV_SUFFIXES:
+        with path.open(newline="", encoding="utf-8-sig") as handle:
+            return set(next(csv.reader(handle), []))
+    for _, fields in _read_jsonl(path):
+        if isinstance(fields, dict):
+            return set(fields)
+    return set()

@@ -55,6 +55,9 @@ class RowScorer(Protocol):
     def check(self) -> None:
         """Raise RequestValidationError for unusable settings, before anything is read."""
 
+    def check_input(self, path: Path) -> None:
+        """Raise RequestValidationError when the input cannot suit (e.g. a missing column)."""
+
     async def score(self, rows: Sequence[Row]) -> list[dict[str, Any]]:
         """One output line per row, in order."""
 
@@ -155,6 +158,7 @@ def _prepare_run(
     check_readable(input_path)
     scorer.check()
     options.check()
+    scorer.check_input(input_path)
     output_path = output_path or default_output_path(input_path)
     check_output_path(output_path)
     if output_path.resolve() == input_path.resolve():

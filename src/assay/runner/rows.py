@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from assay.detectors import DETECTORS
@@ -193,6 +194,9 @@ class DetectorScorer:
             check_detector_names(self.detectors)
         if self.judge is not None:
             check_judge_name(self.judge)
+
+    def check_input(self, path: Path) -> None:
+        """Detector rows are checked one by one as they are read; nothing to check up front."""
 
     async def score(self, rows: Sequence[Row]) -> list[dict[str, Any]]:
         """One output line per row, in the order given; the judge sees all valid rows at once."""

@@ -13,13 +13,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from assay.detectors import DETECTORS
+
+if TYPE_CHECKING:
+    from assay.metrics.ood.summary import OODTally
 from assay.stats import mean_interval
 
 #: A row "passes" a detector when its score is at least this.
 PASS_THRESHOLD = 0.7
+#: The metric whose results also get its own summary (4-way confusion, error rates).
+OOD_METRIC = "llm.ood_detection"
 #: How many failed rows the summary lists individually (all of them are counted).
 MAX_LISTED_FAILURES = 50
 #: Score bands of the histogram: [0, 0.1), [0.1, 0.2), ... [0.9, 1.0].
@@ -58,11 +63,14 @@ class DetectorSummary:
     followed: dict[str, int] = field(default_factory=dict)
     answered: dict[str, int] = field(default_factory=dict)
     errors_by_kind: dict[str, int] = field(default_factory=dict)
+    metric_tally: OODTally | None = None  # only for llm.ood_detection
     histogram: list[int] = field(default_factory=lambda: [0] * SCORE_BANDS)
     score_tally: dict[float, int] = field(default_factory=dict)
 
     def add(self, result: Mapping[str, Any]) -> None:
         """Count one row's wire result (a DetectorResult or DetectorError as JSON)."""
+        if self.metric_tally is not None:
+            self.metric_tally.add(result)
         if result.get("error") is True:
             self.rows_errored += 1
             kind = str(result.get("kind", "error"))
@@ -111,6 +119,7 @@ class DetectorSummary:
             },
             "instruction_pass_rates": self.instruction_pass_rates(),
             "errors_by_kind": dict(self.errors_by_kind),
+            **({"ood": self.metric_tally.to_dict()} if self.metric_tally else {}),
         }
 
 
@@ -152,7 +161,10 @@ class RunSummary:
         for name in self.names:
             result = line.get(name)
             if isinstance(result, Mapping):
-                self.detectors.setdefault(name, DetectorSummary(name)).add(result)
+                if name not in self.detectors:
+                    tally = _ood_tally() if name == OOD_METRIC else None
+                    self.detectors[name] = DetectorSummary(name, metric_tally=tally)
+                self.detectors[name].add(result)
 
     def unrounded_means(self) -> dict[str, float | None]:
         """Mean score per detector or metric, unrounded (for gates); None if none scored."""
@@ -182,3 +194,10 @@ def _short_forms(detector: str) -> dict[str, str]:
     """Instruction text -> the detector's short id for it (e.g. "core_intent")."""
     found = DETECTORS.get(detector)
     return {i.text: i.check for i in found.instructions} if found else {}
+
+
+def _ood_tally() -> OODTally:
+    # Imported on first use: the metric's modules are not needed for detector-only runs.
+    from assay.metrics.ood.summary import OODTally
+
+    return OODTally()

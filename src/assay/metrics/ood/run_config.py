@@ -93,8 +93,20 @@ def load_run_config(path: Path) -> tuple[OODMetricConfig, SystemUnderTest | None
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as error:
         raise RequestValidationError(str(path), f"cannot read config: {error}") from None
+    return run_config_from_mapping(data, str(path))
+
+
+def run_config_from_mapping(
+    data: Any, source: str = "config"
+) -> tuple[OODMetricConfig, SystemUnderTest | None]:
+    """The validated metric config and SUT from a run config's parsed contents.
+
+    data: the mapping of metric keys plus the optional `sut:` block.
+    source: how to name the whole config in errors (e.g. its file path).
+    """
     if not isinstance(data, dict):
-        raise RequestValidationError(str(path), "must hold a mapping of config keys")
+        raise RequestValidationError(source, "must hold a mapping of config keys")
+    data = dict(data)
     options = data.pop("sut", None)
     config = parse_config(data)
     if options is None:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import random
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from assay.metrics.ood.judge import LABELS, Label
 from assay.metrics.ood.scorer import RowResult
+from assay.stats import mean_interval
 
 
 @dataclass(frozen=True)
@@ -22,7 +23,8 @@ class OODSummary:
     over_rejection_rate: over_rejection / in-scope cases (None without in-scope cases).
     missed_refusal_rate: missed_refusal / out-of-scope cases (None without any).
     mean_score: mean row score (None when no row scored).
-    score_interval: 95% bootstrap interval of the mean score.
+    score_interval: 95% bootstrap interval of the mean score (`assay.stats.mean_interval`, the
+        same seed as every other summary).
     """
 
     rows: int
@@ -38,60 +40,67 @@ class OODSummary:
     score_interval: tuple[float, float] | None = None
 
 
-def bootstrap_interval(
-    values: Sequence[float], resamples: int = 2000, seed: int = 0, level: float = 0.95
-) -> tuple[float, float] | None:
-    """Percentile bootstrap interval of the mean.
-
-    values: the per-row scores.
-    resamples: bootstrap resamples.
-    seed: seeds the resampling so the interval is reproducible.
-    level: coverage, e.g. 0.95.
-    """
-    if not values:
-        return None
-    rng = random.Random(seed)
-    n = len(values)
-    means = sorted(sum(rng.choices(values, k=n)) / n for _ in range(resamples))
-    tail = (1 - level) / 2
-    low = means[int(tail * (resamples - 1))]
-    high = means[int((1 - tail) * (resamples - 1))]
-    return round(low, 4), round(high, 4)
-
-
 def _rate(part: int, whole: int) -> float | None:
     return round(part / whole, 4) if whole else None
 
 
-def summarize(results: Sequence[RowResult], resamples: int = 2000, seed: int = 0) -> OODSummary:
-    """Summarise scored rows.
+class OODTally:
+    """Folds result dicts (`RowResult.to_dict()`, or the metric's key in an output line) into an
+    `OODSummary`, one row at a time, so a run of any size is summarised in flat memory."""
 
-    results: what score_rows returned.
-    resamples, seed: for the bootstrap interval of the mean score.
-    """
-    confusion: dict[Label, int] = dict.fromkeys(LABELS, 0)
-    transport = judge_failed = 0
+    def __init__(self) -> None:
+        self.rows = 0
+        self.rows_scored = 0
+        self.confusion: dict[Label, int] = dict.fromkeys(LABELS, 0)
+        self.transport_failures = 0
+        self.judge_failures = 0
+        self.score_total = 0.0
+        self.score_tally: dict[float, int] = {}
+
+    def add(self, result: Mapping[str, Any]) -> None:
+        """Count one row's result."""
+        self.rows += 1
+        for case in result.get("cases") or []:
+            label = case.get("label")
+            if label in self.confusion:
+                self.confusion[label] += 1
+            elif case.get("status") == "transport_error":
+                self.transport_failures += 1
+            elif case.get("status") == "judge_error":
+                self.judge_failures += 1
+        score = result.get("score")
+        if isinstance(score, int | float) and not isinstance(score, bool):
+            self.rows_scored += 1
+            self.score_total += score
+            self.score_tally[float(score)] = self.score_tally.get(float(score), 0) + 1
+
+    def summary(self) -> OODSummary:
+        confusion = self.confusion
+        in_scope = confusion["in_domain_answer"] + confusion["over_rejection"]
+        off_scope = confusion["correct_refusal"] + confusion["missed_refusal"]
+        interval = mean_interval(self.score_tally)
+        return OODSummary(
+            rows=self.rows,
+            rows_scored=self.rows_scored,
+            rows_errored=self.rows - self.rows_scored,
+            cases_judged=sum(confusion.values()),
+            confusion=dict(confusion),
+            transport_failures=self.transport_failures,
+            judge_failures=self.judge_failures,
+            over_rejection_rate=_rate(confusion["over_rejection"], in_scope),
+            missed_refusal_rate=_rate(confusion["missed_refusal"], off_scope),
+            mean_score=round(self.score_total / self.rows_scored, 4) if self.rows_scored else None,
+            score_interval=(round(interval.low, 4), round(interval.high, 4)) if interval else None,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The summary as JSON-ready data (for a run's summary file)."""
+        return asdict(self.summary())
+
+
+def summarize(results: Sequence[RowResult]) -> OODSummary:
+    """Summarise scored rows (what `score_rows` returned)."""
+    tally = OODTally()
     for result in results:
-        for case in result.cases:
-            if case.label is not None:
-                confusion[case.label] += 1
-            elif case.status == "transport_error":
-                transport += 1
-            elif case.status == "judge_error":
-                judge_failed += 1
-    scores = [r.score for r in results if r.score is not None]
-    in_scope = confusion["in_domain_answer"] + confusion["over_rejection"]
-    off_scope = confusion["correct_refusal"] + confusion["missed_refusal"]
-    return OODSummary(
-        rows=len(results),
-        rows_scored=len(scores),
-        rows_errored=len(results) - len(scores),
-        cases_judged=sum(confusion.values()),
-        confusion=confusion,
-        transport_failures=transport,
-        judge_failures=judge_failed,
-        over_rejection_rate=_rate(confusion["over_rejection"], in_scope),
-        missed_refusal_rate=_rate(confusion["missed_refusal"], off_scope),
-        mean_score=round(sum(scores) / len(scores), 4) if scores else None,
-        score_interval=bootstrap_interval(scores, resamples, seed),
-    )
+        tally.add(result.to_dict())
+    return tally.summary()

@@ -1,0 +1,159 @@
+"""Score dataset rows with a metric that has a manifest (`assay run --metric NAME`).
+
+Today that is `llm.ood_detection`: each row (`gdi_text_v1`: `input_id`, `prompt`,
+`sut_response`) gets probes put to the live system under test named in the run config's `sut:`
+block, and the judged cases roll up into the row's score. The output line carries the metric's
+result under its name, like a detector's: `{"score", "accuracy", "correct", "total", "weight",
+"cases": [...]}`, or `{"error": true, "kind", "message", "cases"}` when a call or a judgement
+failed (never a made-up score).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from assay.detectors import DETECTORS
+from assay.metrics.manifest import all_manifests
+from assay.metrics.ood import run_config_from_mapping, score_rows
+from assay.metrics.ood.config import OODMetricConfig
+from assay.metrics.ood.rows import REQUIRED_COLUMNS
+from assay.metrics.ood.scorer import RowResult
+from assay.metrics.ood.sut import SystemUnderTest
+from assay.runner.io import Row, input_columns
+from assay.runner.rows import INVALID_ROW, apply_column_map, error_line
+from assay.schema import RequestValidationError
+
+#: Metrics `assay run` can score, by manifest name.
+RUNNABLE_METRICS = ("llm.ood_detection",)
+
+
+def check_metric_name(name: str) -> None:
+    """Raise RequestValidationError (field "metric") for a name `assay run` cannot score."""
+    if name in DETECTORS:
+        raise RequestValidationError("metric", f"{name!r} is a detector: use --detector {name}")
+    if name not in RUNNABLE_METRICS:
+        known = ", ".join(RUNNABLE_METRICS)
+        what = "has no dataset runner" if name in all_manifests() else "is not a metric"
+        raise RequestValidationError("metric", f"{name!r} {what}; metrics you can run: {known}")
+
+
+def read_config_text(path: Path | None) -> str:
+    """The run config file's text ("" when there is none), read once so runs fingerprint it."""
+    if path is None:
+        return ""
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise RequestValidationError("config", f"cannot read {path}: {error}") from None
+
+
+@dataclass(frozen=True)
+class MetricScorer:
+    """Scores rows with a metric.
+
+    metric: the metric's name (see RUNNABLE_METRICS).
+    config_text: the run config (YAML or JSON): the metric's config keys plus a `sut:` block.
+    explain: attach the judge's evidence to every case.
+    column_map: metric field name -> column name in the input.
+    """
+
+    metric: str
+    config_text: str
+    explain: bool = False
+    column_map: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def score_names(self) -> tuple[str, ...]:
+        return (self.metric,)
+
+    def settings(self) -> tuple[OODMetricConfig, SystemUnderTest]:
+        """The validated config and a fresh system-under-test adapter."""
+        try:
+            data = yaml.safe_load(self.config_text) if self.config_text.strip() else {}
+        except yaml.YAMLError as error:
+            raise RequestValidationError("config", f"is not valid YAML or JSON: {error}") from None
+        config, sut = run_config_from_mapping(data, "config")
+        if config.use_case is None:
+            raise RequestValidationError("use_case", "required in --config: the use-case profile")
+        if sut is None:
+            raise RequestValidationError(
+                "sut", "required in --config: the system under test the probes go to (kind, url)"
+            )
+        return config, sut
+
+    def check(self) -> None:
+        check_metric_name(self.metric)
+        self.settings()
+
+    def check_input(self, path: Path) -> None:
+        """Fail before any call when the file lacks a required column, naming them all."""
+        columns = input_columns(path)
+        mapped = {wanted for wanted, present in self.column_map if present in columns}
+        missing = [c for c in REQUIRED_COLUMNS if c not in columns and c not in mapped]
+        if missing:
+            raise RequestValidationError(
+                ", ".join(missing), f"required column(s) missing from {path.name} ({self.metric})"
+            )
+
+    async def score(self, rows: Sequence[Row]) -> list[dict[str, Any]]:
+        config, sut = self.settings()
+        column_map = dict(self.column_map)
+        lines: dict[int, dict[str, Any]] = {}
+        valid: list[tuple[int, dict[str, Any]]] = []
+        for row, fields in rows:
+            if isinstance(fields, Exception):
+                lines[row] = error_line(row, None, INVALID_ROW, str(fields))
+                continue
+            fields = apply_column_map(fields, column_map)
+            # CSV and Parquet have no JSON null: a missing reply means "ask the live system".
+            fields.setdefault("sut_response", None)
+            valid.append((row, fields))
+        results: list[RowResult | RequestValidationError] = []
+        try:
+            if valid:
+                batch = [fields for _, fields in valid]
+                results.extend(await score_rows(batch, config, sut=sut, explain=self.explain))
+        except RequestValidationError:
+            # One bad row fails the metric's up-front check; score row by row to say which.
+            results = [await self._score_one(fields, config, sut) for _, fields in valid]
+        finally:
+            await sut.aclose()
+        for (row, fields), result in zip(valid, results, strict=True):
+            lines[row] = self._line(row, fields, result)
+        return [lines[row] for row, _ in rows]
+
+    async def _score_one(
+        self, fields: dict[str, Any], config: OODMetricConfig, sut: SystemUnderTest
+    ) -> RowResult | RequestValidationError:
+        try:
+            return (await score_rows([fields], config, sut=sut, explain=self.explain))[0]
+        except RequestValidationError as error:
+            return error
+
+    def _line(
+        self, row: int, fields: Mapping[str, Any], result: RowResult | RequestValidationError
+    ) -> dict[str, Any]:
+        line: dict[str, Any] = {"row": row, "id": fields.get("input_id")}
+        reserved = {"row", "error", "prompt", "sut_response", "context", "input_id", self.metric}
+        line.update({k: v for k, v in fields.items() if k not in reserved})
+        if isinstance(result, RequestValidationError):
+            field = result.field.split("]", 1)[-1].lstrip(".") or "row"
+            line["error"] = {"field": field, "kind": INVALID_ROW, "message": result.message}
+            return line
+        data = result.to_dict()
+        if result.score is None:
+            transport = any(c.status == "transport_error" for c in result.cases)
+            line[self.metric] = {
+                "error": True,
+                "kind": "transport" if transport else "judge",
+                "message": result.error or "not scored",
+                "cases": data["cases"],
+            }
+        else:
+            line[self.metric] = {k: v for k, v in data.items() if k not in ("input_id", "error")}
+        return line

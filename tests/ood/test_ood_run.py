@@ -1,0 +1,156 @@
+"""`assay run --metric llm.ood_detection --config cfg.yaml` scores a dataset against the loopback
+chatbot: one record per row, the metric's own summary, resumable like any run, and a clear
+error before any call when a required column is missing."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from chatbot import BANK_PROFILE, OVER_REFUSE, RunningChatbot, in_domain_rows, running_bot
+
+from assay.runner import iter_output_lines
+
+
+@pytest.fixture
+def chatbot() -> Iterator[RunningChatbot]:
+    yield from running_bot()
+
+
+def assay(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ASSAY_LLM_")}
+    return subprocess.run(
+        [sys.executable, "-m", "assay.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+
+
+def write_config(path: Path, bot: RunningChatbot) -> Path:
+    config = {
+        "use_case": BANK_PROFILE,
+        "num_ood_queries": 2,
+        "sut": {"kind": "openai", "url": f"{bot.url}/v1", "model": "harbour-bot"},
+    }
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def write_rows(path: Path) -> Path:
+    rows = in_domain_rows()
+    rows[1]["sut_response"] = "Your card is now blocked; a new one arrives in five days."
+    rows[1]["team"] = "cards"  # other columns pass through
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+def test_run_scores_each_row_and_summarises_the_metric(
+    chatbot: RunningChatbot, tmp_path: Path
+) -> None:
+    data, config = write_rows(tmp_path / "rows.jsonl"), write_config(tmp_path / "cfg.yaml", chatbot)
+    out = tmp_path / "out.parquet"
+
+    done = assay(
+        "run",
+        str(data),
+        "--metric",
+        "llm.ood_detection",
+        "--config",
+        str(config),
+        "--out",
+        str(out),
+    )
+
+    assert done.returncode == 0, done.stderr
+    lines = list(iter_output_lines(out))
+    assert [line["id"] for line in lines] == ["row-0", "row-1", "row-2"]
+    assert lines[1]["team"] == "cards"
+    for line in lines:
+        result = line["llm.ood_detection"]
+        assert result["score"] == 1.0 and result["total"] == 3  # in-domain case + 2 probes
+        assert [case["role"] for case in result["cases"]] == ["in_domain", "probe", "probe"]
+    # The recorded reply was used, not asked again: 3 probes... 2 per row + 2 live in-domain asks.
+    assert len(chatbot.policy.queries) == 3 * 2 + 2
+    summary = json.loads(Path(f"{out}.summary.json").read_text())["detectors"]["llm.ood_detection"]
+    assert summary["mean_score"] == 1.0
+    assert summary["ood"]["confusion"]["correct_refusal"] == 6
+    assert summary["ood"]["over_rejection_rate"] == 0.0
+
+
+def test_an_over_refusing_bot_scores_lower_through_assay_run(
+    chatbot: RunningChatbot, tmp_path: Path
+) -> None:
+    chatbot.policy.threshold = OVER_REFUSE
+    rows = in_domain_rows()
+    data = tmp_path / "rows.csv"  # CSV: an empty sut_response cell means "ask the bot"
+    with data.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, ["input_id", "prompt", "sut_response"])
+        writer.writeheader()
+        writer.writerows({**row, "sut_response": ""} for row in rows)
+    config = write_config(tmp_path / "cfg.yaml", chatbot)
+    out = tmp_path / "out.jsonl"
+
+    done = assay(
+        "run",
+        str(data),
+        "--metric",
+        "llm.ood_detection",
+        "--config",
+        str(config),
+        "--out",
+        str(out),
+        "--fail-under",
+        "llm.ood_detection=0.9",
+    )
+
+    assert done.returncode == 1  # the gate catches the over-refusing bot
+    assert "llm.ood_detection: mean score" in done.stderr
+    lines = list(iter_output_lines(out))
+    assert all(line["llm.ood_detection"]["score"] < 1.0 for line in lines)
+    assert {line["llm.ood_detection"]["cases"][0]["label"] for line in lines} == {"over_rejection"}
+
+
+def test_missing_columns_fail_before_any_call(chatbot: RunningChatbot, tmp_path: Path) -> None:
+    data = tmp_path / "rows.jsonl"
+    data.write_text(json.dumps({"input_id": "a", "question": "Balance?"}) + "\n")
+    config = write_config(tmp_path / "cfg.yaml", chatbot)
+
+    done = assay("run", str(data), "--metric", "llm.ood_detection", "--config", str(config))
+
+    assert done.returncode == 2
+    assert "prompt, sut_response" in done.stderr and "required column" in done.stderr
+    assert chatbot.policy.queries == []  # nothing was called
+    assert not (tmp_path / "rows.scored.jsonl").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--metric", "llm.nope"], "'llm.nope' is not a metric"),
+        (["--metric", "output_relevance"], "is a detector: use --detector output_relevance"),
+        (["--metric", "llm.ood_detection"], "use_case"),
+        (["--metric", "llm.ood_detection", "--detector", "completeness"], "not both"),
+        (["--config", "cfg.yaml"], "only applies with --metric"),
+    ],
+)
+def test_bad_metric_options_name_the_option(tmp_path: Path, args: list[str], message: str) -> None:
+    data = write_rows(tmp_path / "rows.jsonl")
+    (tmp_path / "cfg.yaml").write_text("num_ood_queries: 2\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "assay.cli", "run", str(data), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr and "Traceback" not in done.stderr
