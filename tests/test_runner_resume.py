@@ -171,6 +171,12 @@ async def test_retry_failed_rescores_only_failed_rows_in_place(tmp_path: Path) -
     first = run_file(data, out, scorer=scorer)
     assert first.detectors["output_relevance"].errors_by_kind == {"transport": 2}
     assert first.failures_by_kind == {"invalid_row": 1}
+    listed = {(f["row"], f["field"], f["kind"]) for f in first.failures}
+    assert listed == {
+        (4, "output_relevance", "transport"),
+        (8, "output_relevance", "transport"),
+        (11, "generated_text", "invalid_row"),
+    }
     before = list(iter_output_lines(out))
 
     flaky.broken = False

@@ -131,7 +131,9 @@ class RunSummary:
     rows: output lines seen (one per input row).
     rows_failed: rows with no scores at all (unreadable, invalid or timed out), each with an
         `error`.
-    failures: the first MAX_LISTED_FAILURES of those as {row, id, field, kind, message}.
+    failures: the first MAX_LISTED_FAILURES failed rows as {row, id, field, kind, message}:
+        rows with no scores, and rows where a detector or metric errored (field = its name).
+        All of them can be rescored with `--retry-failed`.
     failures_by_kind: rows_failed split by error kind.
     detectors: per detector or metric, in the order first seen.
     input_path / output_path / summary_path: where the run read and wrote, when known.
@@ -155,8 +157,7 @@ class RunSummary:
             self.rows_failed += 1
             kind = str(error.get("kind", "invalid_row"))
             self.failures_by_kind[kind] = self.failures_by_kind.get(kind, 0) + 1
-            if len(self.failures) < MAX_LISTED_FAILURES:
-                self.failures.append({"row": line.get("row"), "id": line.get("id"), **dict(error)})
+            self._list_failure(line, error)
             return
         for name in self.names:
             result = line.get(name)
@@ -165,6 +166,12 @@ class RunSummary:
                     tally = _ood_tally() if name == OOD_METRIC else None
                     self.detectors[name] = DetectorSummary(name, metric_tally=tally)
                 self.detectors[name].add(result)
+                if result.get("error") is True:
+                    self._list_failure(line, {"field": name, **_error_fields(result)})
+
+    def _list_failure(self, line: Mapping[str, Any], error: Mapping[str, Any]) -> None:
+        if len(self.failures) < MAX_LISTED_FAILURES:
+            self.failures.append({"row": line.get("row"), "id": line.get("id"), **dict(error)})
 
     def unrounded_means(self) -> dict[str, float | None]:
         """Mean score per detector or metric, unrounded (for gates); None if none scored."""
@@ -201,3 +208,7 @@ def _ood_tally() -> OODTally:
     from assay.metrics.ood.summary import OODTally
 
     return OODTally()
+
+
+def _error_fields(result: Mapping[str, Any]) -> dict[str, Any]:
+    return {"kind": result.get("kind", "error"), "message": result.get("message", "")}
