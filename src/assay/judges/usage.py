@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields
 
 from assay.judges.base import Question
+from assay.schema import DetectRequestItem
 
 #: The texts that identify a row to its judges: (generated_text, user_query, context).
 RowKey = tuple[str, str | None, tuple[str, ...]]
@@ -58,6 +59,11 @@ _FIELDS = tuple(f.name for f in fields(Usage))
 
 def row_key(question: Question) -> RowKey:
     return (question.generated_text, question.user_query, question.context)
+
+
+def item_key(item: DetectRequestItem) -> RowKey:
+    """The RowKey of a request item: the same texts its Questions carry."""
+    return (item.generated_text, item.user_query, tuple(item.context_documents()))
 
 
 class UsageLedger:

@@ -18,6 +18,7 @@ from assay._sync import run_sync
 from assay.detectors import DETECTORS
 from assay.detectors.evaluate import detect_items, parse_item
 from assay.judges import judge_names
+from assay.judges.usage import collect_usage, item_key
 from assay.runner.io import RowWriter, check_readable, read_rows
 from assay.runner.summary import RunSummary
 from assay.schema import DetectRequestItem, MustCompute, RequestValidationError
@@ -130,7 +131,7 @@ def _prepare(
 ) -> _Pending:
     if isinstance(fields, Exception):
         return _Pending(row, error=_error_of(fields, row))
-    reserved = {"row", "error", *REQUEST_FIELDS, *DETECTORS}
+    reserved = {"row", "error", "usage", *REQUEST_FIELDS, *DETECTORS}
     passthrough = {key: value for key, value in fields.items() if key not in reserved}
     try:
         item = parse_item(build_request(fields, detectors, explain), row)
@@ -163,9 +164,15 @@ async def _score_batch(
     batch: list[_Pending], judge: str | None, writer: RowWriter, summary: RunSummary
 ) -> None:
     items = [p.item for p in batch if p.item is not None]
-    results = iter(await detect_items(items, judge) if items else [])
+    with collect_usage() as ledger:
+        results = iter(await detect_items(items, judge) if items else [])
     for pending in batch:
         line = _line(pending, next(results) if pending.item is not None else None)
+        if pending.item is not None:
+            # LLM calls and tokens this row cost; absent for judges that make none.
+            usage = ledger.take(item_key(pending.item))
+            if not usage.is_empty():
+                line["usage"] = usage.to_dict()
         writer.write(line)
         summary.add_line(line)
     writer.flush()

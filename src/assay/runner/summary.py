@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from assay.detectors import DETECTORS
+from assay.judges.usage import Usage
 
 #: A row "passes" a detector when its score is at least this.
 PASS_THRESHOLD = 0.7
@@ -92,6 +93,8 @@ class RunSummary:
     failures: the first MAX_LISTED_FAILURES rejected rows as {row, id, field, message}.
     detectors: per detector, in the order first seen.
     input_path / output_path / summary_path: where the run read and wrote, when known.
+    usage: LLM calls, tokens, cache hits, votes and cascade escalations over the run (each
+        line's `usage`); rows_with_calls: rows that made at least one LLM call.
     """
 
     rows: int = 0
@@ -101,10 +104,17 @@ class RunSummary:
     input_path: str | None = None
     output_path: str | None = None
     summary_path: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    rows_with_calls: int = 0
 
     def add_line(self, line: Mapping[str, Any]) -> None:
         """Count one output line (`{"row", "id"?, ..., detector: result}` or `{..., "error"}`)."""
         self.rows += 1
+        usage = line.get("usage")
+        if isinstance(usage, Mapping):
+            row_usage = Usage.from_dict(dict(usage))
+            self.usage.add(row_usage)
+            self.rows_with_calls += row_usage.calls > 0
         error = line.get("error")
         if isinstance(error, Mapping):
             self.rows_failed += 1
@@ -129,6 +139,14 @@ class RunSummary:
             "pass_threshold": PASS_THRESHOLD,
             "detectors": {name: d.to_dict() for name, d in self.detectors.items()},
             "failures": self.failures,
+            "llm": {
+                **self.usage.to_dict(),
+                "rows_with_calls": self.rows_with_calls,
+                "calls_per_row": _ratio(self.usage.calls, self.rows),
+                "tokens_per_row": _ratio(
+                    self.usage.prompt_tokens + self.usage.completion_tokens, self.rows
+                ),
+            },
         }
 
 

@@ -13,7 +13,7 @@ import email.utils
 import logging
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -193,6 +193,7 @@ async def call_with_retries(
     settings: LLMSettings,
     limiter: asyncio.Semaphore,
     deadline: float,
+    on_attempt: Callable[[], None] | None = None,
 ) -> Completion:
     """Make one chat-completion call, retrying what is worth retrying.
 
@@ -201,6 +202,7 @@ async def call_with_retries(
     settings: attempts, backoff and timeouts.
     limiter: bounds how many calls are in flight at once.
     deadline: `time.monotonic()` value after which no new attempt is started.
+    on_attempt: called as each HTTP attempt starts (for accounting: failed calls count too).
 
     Raises JudgeFailure (kind "rate_limited", "server_error", "timeout", "transport",
     "unparseable" or "rejected") when every attempt failed or the error is not retryable.
@@ -212,6 +214,8 @@ async def call_with_retries(
             raise JudgeFailure("timeout", "the row's time budget ran out before the LLM answered")
         try:
             async with limiter:
+                if on_attempt is not None:
+                    on_attempt()
                 response = await client.chat.completions.create(
                     **request, timeout=min(settings.call_timeout, remaining)
                 )

@@ -207,17 +207,8 @@ class OpenAIJudge(Judge):
         vote: None for a greedy call with logprobs; else the index of a sampled vote (no
             logprobs, temperature > 0) so that each vote is its own cache entry.
         """
-        request: dict[str, Any] = {
-            "model": self.settings.model,
-            "messages": messages,
-            "max_tokens": max_tokens,
-        }
-        if vote is None:
-            request |= {"temperature": 0.0, "logprobs": True}
-            request["top_logprobs"] = self.settings.top_logprobs
-        else:
-            request["temperature"] = self.settings.vote_temperature
-        key = cache_key({"prompt_version": PROMPT_VERSION, "vote": vote, **request})
+        request = build_request(self.settings, messages, max_tokens, vote)
+        key = request_key(request, vote)
         if self.cache is not None:
             stored = self.cache.get(key)
             if stored is not None:
@@ -246,9 +237,15 @@ class OpenAIJudge(Judge):
             if structured is not None:
                 full["response_format"] = structured
             try:
-                completion = await call_with_retries(client, full, self.settings, limiter, deadline)
+                completion = await call_with_retries(
+                    client,
+                    full,
+                    self.settings,
+                    limiter,
+                    deadline,
+                    on_attempt=lambda: record_usage(questions[0], calls=1),
+                )
             except RequestRejected as rejected:
-                record_usage(questions[0], calls=1)
                 if position + 1 < len(modes):
                     logger.info("endpoint refused response_format %s: %s", mode, rejected.message)
                     continue
@@ -261,7 +258,6 @@ class OpenAIJudge(Judge):
                 self._structured = mode
             record_usage(
                 questions[0],
-                calls=1,
                 prompt_tokens=completion.prompt_tokens,
                 completion_tokens=completion.completion_tokens,
             )
@@ -284,6 +280,48 @@ class OpenAIJudge(Judge):
             limiter = asyncio.Semaphore(self.settings.concurrency)
             self._limiters[loop] = limiter
         return limiter
+
+
+def build_request(
+    settings: LLMSettings, messages: Messages, max_tokens: int, vote: int | None
+) -> dict[str, Any]:
+    """Keyword arguments of `chat.completions.create`, without `response_format` (negotiated
+    per endpoint, and left out of the cache key: it shapes the reply, not the verdict)."""
+    request: dict[str, Any] = {
+        "model": settings.model,
+        "messages": messages,
+        "max_tokens": max_tokens,
+    }
+    if vote is None:
+        request |= {"temperature": 0.0, "logprobs": True, "top_logprobs": settings.top_logprobs}
+    else:
+        request["temperature"] = settings.vote_temperature
+    return request
+
+
+def request_key(request: dict[str, Any], vote: int | None) -> str:
+    """The judge-call cache key: model, prompt version, prompt and sampling parameters."""
+    return cache_key({"prompt_version": PROMPT_VERSION, "vote": vote, **request})
+
+
+def rubric_requests(settings: LLMSettings, questions: Sequence[Question]) -> list[dict[str, Any]]:
+    """The first-try requests (greedy, with logprobs) `OpenAIJudge.answer` makes for
+    `questions`: one per rubric, or one per instruction. Used to estimate cost before a run."""
+    groups: dict[GroupKey, list[Question]] = {}
+    for question in questions:
+        groups.setdefault(_group_key(question), []).append(question)
+    requests = []
+    for group in groups.values():
+        explain = group[0].explain
+        if settings.strategy == "fields":
+            messages = fields_messages(group, explain)
+            requests.append(build_request(settings, messages, settings.max_tokens, None))
+            continue
+        budget = EXPLAIN_TOKENS if explain else 1
+        for question in group:
+            messages = instruction_messages(question, explain)
+            requests.append(build_request(settings, messages, budget, None))
+    return requests
 
 
 def _group_key(question: Question) -> GroupKey:
