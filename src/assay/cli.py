@@ -27,6 +27,7 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
+from assay import cli_llm
 from assay._sync import run_sync
 from assay.detectors import DETECTORS
 from assay.detectors.evaluate import detect_items, parse_item
@@ -59,12 +60,14 @@ _DETECT_OPTIONS = {
     "context": "--context",
     "detector": "--detector",
     "judge": "--judge",
+    **cli_llm.OPTION_LABELS,
 }
 _RUN_OPTIONS = {
     "detector": "--detector",
     "judge": "--judge",
     "out": "--out",
     "batch_size": "--batch-size",
+    **cli_llm.OPTION_LABELS,
 }
 
 
@@ -122,11 +125,22 @@ def detect(
     ] = None,
     explain: Annotated[bool, typer.Option("--explain", help="Include explanations.")] = False,
     judge: Annotated[
-        str | None, typer.Option("--judge", help="Judge backend (default: embedded).")
+        str | None,
+        typer.Option("--judge", help="Judge backend: embedded (default), openai or cascade."),
     ] = None,
+    no_cache: cli_llm.NoCache = False,
+    dry_run: cli_llm.DryRun = False,
+    llm_base_url: cli_llm.LLMBaseURL = None,
+    llm_model: cli_llm.LLMModel = None,
+    llm_strategy: cli_llm.LLMStrategy = None,
+    llm_votes: cli_llm.LLMVotes = None,
+    cascade_band: cli_llm.CascadeBand = None,
 ) -> None:
     """Score one response and print the result JSON."""
     with _reported_errors(_DETECT_OPTIONS):
+        cli_llm.apply_llm_options(
+            no_cache, llm_base_url, llm_model, llm_strategy, llm_votes, cascade_band
+        )
         if detector:
             check_detector_names(detector)
         if judge is not None:
@@ -137,6 +151,9 @@ def detect(
         if context:
             fields["context"] = list(context)
         item = parse_item(build_request(fields, detector, explain, must_compute="all_or_none"))
+        if dry_run:
+            cli_llm.print_plan(*cli_llm.plan_items([item], judge))
+            return
         results = run_sync(detect_items([item], judge))
     typer.echo(json.dumps(results, indent=2, ensure_ascii=False))
 
@@ -198,19 +215,33 @@ def run(
     ] = None,
     explain: Annotated[bool, typer.Option("--explain", help="Include explanations.")] = False,
     judge: Annotated[
-        str | None, typer.Option("--judge", help="Judge backend (default: embedded).")
+        str | None,
+        typer.Option("--judge", help="Judge backend: embedded (default), openai or cascade."),
     ] = None,
     batch_size: Annotated[
         int, typer.Option("--batch-size", min=1, help="Rows per judge call.")
     ] = DEFAULT_BATCH_SIZE,
+    no_cache: cli_llm.NoCache = False,
+    dry_run: cli_llm.DryRun = False,
+    llm_base_url: cli_llm.LLMBaseURL = None,
+    llm_model: cli_llm.LLMModel = None,
+    llm_strategy: cli_llm.LLMStrategy = None,
+    llm_votes: cli_llm.LLMVotes = None,
+    cascade_band: cli_llm.CascadeBand = None,
 ) -> None:
     """Score every row of a JSONL or CSV file; write one JSON line per row and a summary."""
     with _reported_errors(_RUN_OPTIONS):
+        cli_llm.apply_llm_options(
+            no_cache, llm_base_url, llm_model, llm_strategy, llm_votes, cascade_band
+        )
         # Checked up front too, so an unusable run fails before a progress bar is drawn.
         if detector:
             check_detector_names(detector)
         if judge is not None:
             check_judge_name(judge)
+        if dry_run:
+            cli_llm.print_plan(*cli_llm.plan_rows(file, detector, explain, judge))
+            return
         total = count_rows(file)
         progress = Progress(
             TextColumn("scoring"),
@@ -273,6 +304,7 @@ def _print_summary(summary: RunSummary) -> None:
             ),
             soft_wrap=True,
         )
+    cli_llm.print_usage(summary.usage, summary.rows_with_calls, summary.rows)
     console.print(f"wrote {summary.output_path} and {summary.summary_path}", soft_wrap=True)
 
 
