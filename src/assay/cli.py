@@ -130,17 +130,12 @@ def detect(
     ] = None,
     no_cache: cli_llm.NoCache = False,
     dry_run: cli_llm.DryRun = False,
-    llm_base_url: cli_llm.LLMBaseURL = None,
-    llm_model: cli_llm.LLMModel = None,
-    llm_strategy: cli_llm.LLMStrategy = None,
-    llm_votes: cli_llm.LLMVotes = None,
+    llm: cli_llm.LLMOptions = None,
     cascade_band: cli_llm.CascadeBand = None,
 ) -> None:
     """Score one response and print the result JSON."""
     with _reported_errors(_DETECT_OPTIONS):
-        cli_llm.apply_llm_options(
-            no_cache, llm_base_url, llm_model, llm_strategy, llm_votes, cascade_band
-        )
+        cli_llm.apply_llm_options(no_cache, llm, cascade_band)
         if detector:
             check_detector_names(detector)
         if judge is not None:
@@ -223,17 +218,12 @@ def run(
     ] = DEFAULT_BATCH_SIZE,
     no_cache: cli_llm.NoCache = False,
     dry_run: cli_llm.DryRun = False,
-    llm_base_url: cli_llm.LLMBaseURL = None,
-    llm_model: cli_llm.LLMModel = None,
-    llm_strategy: cli_llm.LLMStrategy = None,
-    llm_votes: cli_llm.LLMVotes = None,
+    llm: cli_llm.LLMOptions = None,
     cascade_band: cli_llm.CascadeBand = None,
 ) -> None:
     """Score every row of a JSONL or CSV file; write one JSON line per row and a summary."""
     with _reported_errors(_RUN_OPTIONS):
-        cli_llm.apply_llm_options(
-            no_cache, llm_base_url, llm_model, llm_strategy, llm_votes, cascade_band
-        )
+        cli_llm.apply_llm_options(no_cache, llm, cascade_band)
         # Checked up front too, so an unusable run fails before a progress bar is drawn.
         if detector:
             check_detector_names(detector)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -22,6 +22,7 @@ from assay.judges import Question, get_judge
 from assay.judges.cascade import CascadeJudge, parse_band
 from assay.judges.openai.estimate import CostEstimate, estimate_cost
 from assay.judges.openai.judge import OpenAIJudge
+from assay.judges.openai.settings import parse_overrides
 from assay.judges.usage import Usage
 from assay.runner.io import read_rows
 from assay.runner.local import build_request
@@ -39,24 +40,12 @@ DryRun = Annotated[
         "--dry-run", help="Print the LLM calls and estimated tokens, then stop (no call made)."
     ),
 ]
-LLMBaseURL = Annotated[
-    str | None,
-    typer.Option("--llm-base-url", help="OpenAI-compatible API root (or $ASSAY_LLM_BASE_URL)."),
-]
-LLMModel = Annotated[
-    str | None, typer.Option("--llm-model", help="Model name for the LLM judge ($ASSAY_LLM_MODEL).")
-]
-LLMStrategy = Annotated[
-    str | None,
+LLMOptions = Annotated[
+    list[str] | None,
     typer.Option(
-        "--llm-strategy",
-        help="fields (one call per rubric) or per_instruction ($ASSAY_LLM_STRATEGY).",
-    ),
-]
-LLMVotes = Annotated[
-    int | None,
-    typer.Option(
-        "--llm-votes", help="Sampled votes when the endpoint has no logprobs (default 5)."
+        "--llm",
+        help="LLM judge setting as name=value (repeatable), e.g. base_url=http://127.0.0.1:8080/v1,"
+        " model=..., strategy=fields|per_instruction, votes=5, call_timeout=60 (see README).",
     ),
 ]
 CascadeBand = Annotated[
@@ -67,38 +56,27 @@ CascadeBand = Annotated[
 ]
 
 #: How these options are named in error messages (merged into the commands' own maps).
-OPTION_LABELS = {
-    "base_url": "--llm-base-url",
-    "model": "--llm-model",
-    "strategy": "--llm-strategy",
-    "votes": "--llm-votes",
-    "band": "--cascade-band",
-}
+OPTION_LABELS = {"llm": "--llm", "band": "--cascade-band"}
 
 
-def apply_llm_options(
-    no_cache: bool,
-    base_url: str | None,
-    model: str | None,
-    strategy: str | None,
-    votes: int | None,
-    band: str | None,
-) -> None:
+def apply_llm_options(no_cache: bool, settings: Sequence[str] | None, band: str | None) -> None:
     """Rebuild the "openai" and "cascade" judges with the flags over the environment.
 
+    no_cache: turn the judge-call cache off.
+    settings: `--llm name=value` strings.
+    band: `--cascade-band` text.
     Raises RequestValidationError naming the option when a value is unusable.
     """
     from assay.judges.openai import configure
 
-    chosen_band = parse_band(band) if band else None
-    overrides: dict[str, Any] = {
-        "base_url": base_url,
-        "model": model,
-        "strategy": strategy,
-        "votes": votes,
-        "cache": False if no_cache else None,
-    }
-    configure(band=chosen_band, **overrides)
+    chosen_band = parse_band(band, "band") if band else None
+    overrides = parse_overrides(settings or [])
+    if no_cache:
+        overrides["cache"] = False
+    try:
+        configure(band=chosen_band, **overrides)
+    except RequestValidationError as error:
+        raise RequestValidationError(f"llm.{error.field}", error.message) from None
 
 
 def plan_items(items: Iterable[DetectRequestItem], judge: str | None) -> tuple[CostEstimate, int]:

@@ -7,7 +7,7 @@ be overridden in code or from the CLI (`assay.judges.openai.configure`).
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
@@ -126,6 +126,21 @@ def settings_from_env(environ: Mapping[str, str] | None = None) -> LLMSettings:
     except RequestValidationError as error:
         variable = next((v for v, (n, _) in ENVIRONMENT.items() if n == error.field), error.field)
         raise RequestValidationError(variable, error.message) from None
+
+
+def parse_overrides(pairs: Sequence[str], field: str = "llm") -> dict[str, object]:
+    """Settings from "name=value" strings (names as in LLMSettings, `-` or `_`), typed like
+    their environment variables. Raises RequestValidationError naming `field` and the name."""
+    kinds = {name: kind for name, kind in ENVIRONMENT.values()}
+    overrides: dict[str, object] = {}
+    for pair in pairs:
+        name, equals, raw = pair.partition("=")
+        name = name.strip().replace("-", "_")
+        if not equals or name not in kinds:
+            known = ", ".join(sorted(kinds))
+            raise RequestValidationError(field, f"expected name=value with a name from: {known}")
+        overrides[name] = _convert(f"{field}.{name}", raw.strip(), kinds[name])
+    return overrides
 
 
 def _convert(variable: str, raw: str, kind: type) -> object:
