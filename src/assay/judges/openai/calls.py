@@ -156,6 +156,8 @@ def _retryable(error: Exception) -> tuple[str, float | None] | None:
         return "transport", None
     if isinstance(error, openai.APIStatusError):
         status = error.status_code
+        if _refused_request(error):
+            return None
         if status == 429:
             return "rate_limited", retry_after_seconds(error.response.headers)
         if status >= 500:
@@ -167,7 +169,7 @@ def _final_failure(error: Exception) -> JudgeFailure:
     """The JudgeFailure for an error that is not (or no longer) retried."""
     if isinstance(error, openai.APIStatusError):
         detail = _error_detail(error)
-        if error.status_code in (400, 404, 422):
+        if error.status_code in (400, 404, 422) or _refused_request(error):
             return RequestRejected(error.status_code, detail)
         return JudgeFailure("transport", f"HTTP {error.status_code}: {detail}")
     if isinstance(error, openai.APITimeoutError):
@@ -177,6 +179,13 @@ def _final_failure(error: Exception) -> JudgeFailure:
     if isinstance(error, ValueError):  # a 200 whose body is not the JSON it should be
         return JudgeFailure("unparseable", f"the endpoint's response was not valid JSON: {error}")
     return JudgeFailure("judge_error", f"{type(error).__name__}: {error}")
+
+
+def _refused_request(error: openai.APIStatusError) -> bool:
+    """A 5xx that is really a refusal of the request's form. llama-cpp-python answers an
+    unsupported `response_format` with HTTP 500 and a validation error: retrying cannot help."""
+    detail = _error_detail(error)
+    return error.status_code >= 500 and "validation error" in detail and "response_format" in detail
 
 
 def _error_detail(error: openai.APIStatusError) -> str:

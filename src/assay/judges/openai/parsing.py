@@ -65,20 +65,20 @@ def _quotes(text: str) -> dict[int, str]:
         data = json.loads(text)
     except ValueError:
         data = None
+    found: dict[int, str] = {}
     if isinstance(data, dict):
-        return {
-            int(key.split("_", 1)[0]): str(value).strip()
-            for key, value in data.items()
-            if isinstance(key, str) and re.fullmatch(r"\d+_quote", key)
-        }
-    found = {}
-    for match in _QUOTE.finditer(text):
-        try:
-            value = json.loads(f'"{match.group(2)}"')
-        except ValueError:
-            value = match.group(2)  # cut off mid-escape: keep the raw words
-        found[int(match.group(1))] = str(value).strip()
-    return found
+        for key, value in data.items():
+            if isinstance(key, str) and re.fullmatch(r"\d+_quote", key):
+                found[int(key.split("_", 1)[0])] = str(value).strip()
+    else:
+        for match in _QUOTE.finditer(text):
+            try:
+                value = json.loads(f'"{match.group(2)}"')
+            except ValueError:
+                value = match.group(2)  # cut off mid-escape: keep the raw words
+            found[int(match.group(1))] = str(value).strip()
+    # A quote with no word in it (a copied "..." placeholder) is no evidence.
+    return {number: quote for number, quote in found.items() if re.search(r"\w", quote)}
 
 
 def read_single(completion: Completion) -> Reading | None:
