@@ -124,14 +124,15 @@ def counting_proxy(target_base_url: str) -> Iterator[CountingProxy]:
         def log_message(self, format: str, *args: Any) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    proxy.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    try:
-        yield proxy
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+    with ThreadingHTTPServer(("127.0.0.1", 0), Handler) as server:
+        server.daemon_threads = True
+        proxy.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        worker = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        worker.start()
+        try:
+            yield proxy
+        finally:
+            server.shutdown()  # the with block closes the socket after this
+            worker.join(timeout=5)
