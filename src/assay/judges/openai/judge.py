@@ -34,6 +34,7 @@ from assay.judges.openai.prompts import (
     response_format,
 )
 from assay.judges.openai.settings import LLMSettings, settings_from_env
+from assay.judges.openai.verdicts import verdict_from_reading, verdict_from_votes
 from assay.judges.usage import record_usage
 from assay.schema import JudgeFailure
 
@@ -79,9 +80,14 @@ class OpenAIJudge(Judge):
             groups.setdefault(_group_key(question), []).append(index)
         results: list[Answer | None] = [None] * len(questions)
         client = self._client()
+        # Rubrics start as slots free up, so a row's time budget is not spent waiting in line.
+        slots = asyncio.Semaphore(self.settings.concurrency)
         try:
             outcomes = await asyncio.gather(
-                *(self._answer_rubric(client, [questions[i] for i in ix]) for ix in groups.values())
+                *(
+                    self._answer_rubric(client, [questions[i] for i in ix], slots)
+                    for ix in groups.values()
+                )
             )
         finally:
             await client.close()
@@ -93,6 +99,12 @@ class OpenAIJudge(Judge):
     # -- one rubric (one row and detector) ---------------------------------------------------
 
     async def _answer_rubric(
+        self, client: openai.AsyncOpenAI, questions: list[Question], slots: asyncio.Semaphore
+    ) -> list[Answer]:
+        async with slots:
+            return await self._answer_rubric_now(client, questions)
+
+    async def _answer_rubric_now(
         self, client: openai.AsyncOpenAI, questions: list[Question]
     ) -> list[Answer]:
         deadline = time.monotonic() + self.settings.row_timeout
@@ -130,7 +142,7 @@ class OpenAIJudge(Judge):
                         for number, reading in read_fields(again, len(questions)).items():
                             readings.setdefault(number, reading)
                 return [
-                    _verdict(readings.get(n), q, completion.finish_reason)
+                    verdict_from_reading(readings.get(n), q, completion.finish_reason)
                     for n, q in enumerate(questions, start=1)
                 ]
             self._no_logprobs()
@@ -149,7 +161,7 @@ class OpenAIJudge(Judge):
                     retry = [*messages, _assistant(completion), {"role": "user", "content": REASK}]
                     again = await self._complete(client, [question], retry, None, budget, deadline)
                     reading = read_single(again) if again.tokens is not None else None
-                return _verdict(reading, question, completion.finish_reason)
+                return verdict_from_reading(reading, question, completion.finish_reason)
             self._no_logprobs()
         votes = []
         for vote in range(self.settings.votes):
@@ -157,7 +169,7 @@ class OpenAIJudge(Judge):
                 client, [question], messages, None, max(budget, 3), deadline, vote=vote
             )
             votes.append(read_single(completion))
-        return _vote_verdict([v for v in votes if v is not None], question, len(votes))
+        return verdict_from_votes([v for v in votes if v is not None], question, len(votes))
 
     async def _vote_fields(
         self,
@@ -175,7 +187,7 @@ class OpenAIJudge(Judge):
             )
             ballots.append(read_fields(completion, len(questions)))
         return [
-            _vote_verdict(
+            verdict_from_votes(
                 [b[number] for b in ballots if number in b], question, self.settings.votes
             )
             for number, question in enumerate(questions, start=1)
@@ -336,49 +348,3 @@ def _group_key(question: Question) -> GroupKey:
 
 def _assistant(completion: Completion) -> dict[str, str]:
     return {"role": "assistant", "content": completion.content}
-
-
-def _verdict(reading: Reading | None, question: Question, finish_reason: str) -> Answer:
-    """A verdict from a logprob reading, or an explicit failure when there is none."""
-    if reading is None or reading.probability is None:
-        cut = " (the reply was cut off at the token limit)" if finish_reason == "length" else ""
-        return JudgeFailure(
-            "unparseable", f"no readable yes/no answer for {question.check!r} after one re-ask{cut}"
-        )
-    probability = reading.probability
-    evidence: dict[str, float | str | list[str]] = {"method": "logprobs"}
-    if reading.quote:
-        evidence["quote"] = reading.quote
-    explanation = ""
-    if question.explain:
-        explanation = _explanation(probability >= 0.5, f"P(yes) = {probability:.2f}", reading.quote)
-    return Verdict(probability, explanation, evidence)
-
-
-def _vote_verdict(readings: list[Reading], question: Question, asked: int) -> Answer:
-    """P(yes) as the share of yes among sampled answers; says it came from votes."""
-    if not readings:
-        return JudgeFailure(
-            "unparseable", f"none of {asked} sampled answers for {question.check!r} was readable"
-        )
-    yes = sum(1 for r in readings if r.answer == "yes")
-    probability = yes / len(readings)
-    record_usage(question, voted=1)
-    basis = f"{yes} of {len(readings)} sampled answers were yes; the endpoint gave no logprobs"
-    majority = "yes" if yes * 2 >= len(readings) else "no"
-    quote = next((r.quote for r in readings if r.quote and r.answer == majority), "")
-    evidence: dict[str, float | str | list[str]] = {
-        "method": "votes",
-        "votes_yes": float(yes),
-        "votes": float(len(readings)),
-    }
-    if quote:
-        evidence["quote"] = quote
-    explanation = basis if not question.explain else _explanation(probability >= 0.5, basis, quote)
-    return Verdict(probability, explanation, evidence)
-
-
-def _explanation(follows: bool, basis: str, quote: str) -> str:
-    verdict = "The response " + ("follows" if follows else "does not follow") + " this instruction"
-    evidence = f' Evidence: "{quote}".' if quote else ""
-    return f"{verdict} ({basis}).{evidence}"
