@@ -75,6 +75,13 @@ class UsageLedger:
     def record(self, key: RowKey, usage: Usage) -> None:
         self._rows.setdefault(key, Usage()).add(usage)
 
+    def total(self) -> Usage:
+        """Everything recorded (and not yet taken) in this ledger."""
+        total = Usage()
+        for usage in self._rows.values():
+            total.add(usage)
+        return total
+
     def take(self, key: RowKey) -> Usage:
         """The usage of the row with these texts, once: rows with identical texts in one batch
         shared their calls, which are counted on the first of them."""
