@@ -69,6 +69,8 @@ def apply_llm_options(no_cache: bool, settings: Sequence[str] | None, band: str 
     """
     from assay.judges.openai import configure
 
+    if not (no_cache or settings or band):
+        return  # the judges read the environment themselves, when (and if) one is built
     chosen_band = parse_band(band, "band") if band else None
     overrides = parse_overrides(settings or [])
     if no_cache:
