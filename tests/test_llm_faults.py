@@ -5,6 +5,8 @@ error, and the run goes on."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +19,7 @@ from assay.detectors import DETECTORS
 from assay.detectors.evaluate import detect_items, parse_items, questions_for
 from assay.judges import get_judge, register_judge
 from assay.judges.cache import CallCache
+from assay.judges.cascade import CascadeJudge
 from assay.judges.openai import calls as calls_module
 from assay.judges.openai.judge import OpenAIJudge
 from assay.judges.openai.settings import LLMSettings
@@ -262,3 +265,39 @@ def test_unreachable_endpoint_is_a_transport_error() -> None:
 
     [result] = run_sync(detect_items(parse_items([item()])))
     assert result["output_relevance"]["kind"] == "transport"
+
+
+def test_cascade_escalations_are_counted_in_the_run_summary(
+    stub_server: StubServer, tmp_path: Path
+) -> None:
+    llm = use_judge(stub_server, strategy="per_instruction")
+    stub_server.reply(CannedResponse(200, chat_body("yes", [0.8])))
+    # A band of [0, 1] holds every probability: all four instructions go up.
+    register_judge("cascade", lambda: CascadeJudge(get_judge("embedded"), llm, (0.0, 1.0)))
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps({"user_query": QUERY, "generated_text": ANSWER}) + "\n")
+    try:
+        summary = run_file(rows, detectors=["output_relevance"], judge="cascade")
+    finally:
+        from assay.judges import _cascade
+
+        register_judge("cascade", _cascade)
+    assert summary.usage.escalated == 4 and summary.usage.calls == 4
+    line = json.loads(Path(summary.output_path or "").read_text())
+    assert [e["follow_probability"] for e in line["output_relevance"]["instructions_list"]] == [
+        0.8
+    ] * 4
+    assert line["usage"]["escalated"] == 4
+
+
+def test_cli_rejects_a_bad_llm_setting_naming_it(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "assay.cli", "detect", "-q", "Hi?", "-r", "Hello."]
+        + ["--judge", "openai", "--llm", "strategy=sometimes"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    assert "--llm (llm.strategy): must be one of fields, per_instruction" in result.stderr
+    assert "Traceback" not in result.stderr
