@@ -71,6 +71,9 @@ def use_judge(proxy: CountingProxy, tmp_path: Path, **overrides: Any) -> OpenAIJ
             "base_url": proxy.url,
             "model": "smollm2",
             "cache_path": tmp_path / "calls.sqlite3",
+            # A CPU server on a shared machine can be slow; these tests are not about timeouts.
+            "call_timeout": 600,
+            "row_timeout": 1200,
             **overrides,
         }
     )
@@ -226,6 +229,8 @@ def test_cli_dry_run_makes_no_call_and_the_run_reports_usage(
         "model=smollm2",
         "--llm",
         "structured=json_object",
+        "--llm",
+        "call_timeout=600",
     ]
     dry = subprocess.run(
         [*command, "--dry-run"], capture_output=True, text=True, env=env, timeout=300
