@@ -109,7 +109,7 @@ def counting_proxy(target_base_url: str) -> Iterator[CountingProxy]:
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
             proxy.bodies.append(json.loads(body))
-            upstream = http.client.HTTPConnection(host, int(port), timeout=300)
+            upstream = http.client.HTTPConnection(host, int(port), timeout=900)
             upstream.request(
                 "POST", self.path, body=body, headers={"Content-Type": "application/json"}
             )
