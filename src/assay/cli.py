@@ -29,6 +29,7 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
+from assay import cli_llm
 from assay._sync import run_sync
 from assay.detectors import DETECTORS
 from assay.detectors.evaluate import detect_items, parse_item
@@ -77,6 +78,7 @@ _DETECT_OPTIONS = {
     "context": "--context",
     "detector": "--detector",
     "judge": "--judge",
+    **cli_llm.OPTION_LABELS,
 }
 _RUN_OPTIONS = {
     "detector": "--detector",
@@ -90,6 +92,8 @@ _RUN_OPTIONS = {
     "engine": "--engine",
     "metric": "--metric",
     "config": "--config",
+    "dry_run": "--dry-run",
+    **cli_llm.OPTION_LABELS,
 }
 
 
@@ -147,11 +151,17 @@ def detect(
     ] = None,
     explain: Annotated[bool, typer.Option("--explain", help="Include explanations.")] = False,
     judge: Annotated[
-        str | None, typer.Option("--judge", help="Judge backend (default: embedded).")
+        str | None,
+        typer.Option("--judge", help="Judge backend: embedded (default), openai or cascade."),
     ] = None,
+    no_cache: cli_llm.NoCache = False,
+    dry_run: cli_llm.DryRun = False,
+    llm: cli_llm.LLMOptions = None,
+    cascade_band: cli_llm.CascadeBand = None,
 ) -> None:
     """Score one response and print the result JSON."""
     with _reported_errors(_DETECT_OPTIONS):
+        cli_llm.apply_llm_options(no_cache, llm, cascade_band)
         if detector:
             check_detector_names(detector)
         if judge is not None:
@@ -162,6 +172,9 @@ def detect(
         if context:
             fields["context"] = list(context)
         item = parse_item(build_request(fields, detector, explain, must_compute="all_or_none"))
+        if dry_run:
+            cli_llm.print_plan(*cli_llm.plan_items([item], judge))
+            return
         results = run_sync(detect_items([item], judge))
     typer.echo(json.dumps(results, indent=2, ensure_ascii=False))
 
@@ -240,7 +253,8 @@ def run(
     ] = None,
     explain: Annotated[bool, typer.Option("--explain", help="Include explanations.")] = False,
     judge: Annotated[
-        str | None, typer.Option("--judge", help="Judge backend (default: embedded).")
+        str | None,
+        typer.Option("--judge", help="Judge backend: embedded (default), openai or cascade."),
     ] = None,
     column: Annotated[
         list[str] | None,
@@ -293,12 +307,17 @@ def run(
     junit: Annotated[
         Path | None, typer.Option("--junit", help="Also write JUnit XML, one test case per row.")
     ] = None,
+    no_cache: cli_llm.NoCache = False,
+    dry_run: cli_llm.DryRun = False,
+    llm: cli_llm.LLMOptions = None,
+    cascade_band: cli_llm.CascadeBand = None,
 ) -> None:
     """Score every row of a dataset; write one record per row and a summary.
 
     An interrupted run continues where it stopped when started again with the same command.
     """
     with _reported_errors(_RUN_OPTIONS):
+        cli_llm.apply_llm_options(no_cache, llm, cascade_band)
         scorer = _run_scorer(detector, metric, config, explain, judge, column)
         if stream_batch_size is None:
             stream_batch_size = _manifest_stream_batch_size(metric)
@@ -310,6 +329,12 @@ def run(
         thresholds = gates.parse_fail_under(fail_under or [], known=scorer.score_names)
         output = out or default_output_path(file)
         check_output_path(output)
+        if dry_run:
+            if metric is not None:
+                raise RequestValidationError("dry_run", "estimates LLM calls of detector runs only")
+            column_map = parse_column_map(column or [])
+            cli_llm.print_plan(*cli_llm.plan_rows(file, detector, explain, judge, column_map))
+            return
         total = count_rows(file)
         with _progress_bar("retrying" if retry_failed else "scoring") as (progress, task):
             if retry_failed:
@@ -450,6 +475,7 @@ def _print_summary(summary: RunSummary) -> None:
             ),
             soft_wrap=True,
         )
+    cli_llm.print_usage(summary.usage, summary.rows_with_calls, summary.rows)
     console.print(f"wrote {summary.output_path} and {summary.summary_path}", soft_wrap=True)
 
 

@@ -11,7 +11,8 @@ __all__ = ["Judge", "Question", "Verdict", "get_judge", "register_judge", "judge
 
 _factories: dict[str, Callable[[], Judge]] = {}
 _instances: dict[str, Judge] = {}
-_lock = threading.Lock()
+# Re-entrant: the cascade's factory asks for the judges it wraps while the lock is held.
+_lock = threading.RLock()
 
 
 def _embedded() -> Judge:
@@ -19,6 +20,18 @@ def _embedded() -> Judge:
     from assay.judges.embedded.judge import EmbeddedJudge
 
     return EmbeddedJudge()
+
+
+def _openai() -> Judge:
+    from assay.judges.openai.judge import OpenAIJudge
+
+    return OpenAIJudge()
+
+
+def _cascade() -> Judge:
+    from assay.judges.cascade import CascadeJudge, band_from_env
+
+    return CascadeJudge(get_judge("embedded"), get_judge("openai"), band_from_env())
 
 
 def register_judge(name: str, factory: Callable[[], Judge]) -> None:
@@ -44,3 +57,5 @@ def get_judge(name: str = "embedded") -> Judge:
 
 
 register_judge("embedded", _embedded)
+register_judge("openai", _openai)
+register_judge("cascade", _cascade)

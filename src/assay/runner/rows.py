@@ -16,6 +16,7 @@ from typing import Any
 from assay.detectors import DETECTORS
 from assay.detectors.evaluate import detect_items, parse_item
 from assay.judges import judge_names
+from assay.judges.usage import collect_usage, item_key
 from assay.runner.io import Row
 from assay.schema import DetectRequestItem, MustCompute, RequestValidationError
 
@@ -138,7 +139,7 @@ def prepare_row(
     """Validate one row into a request item, or record why it cannot be scored."""
     if isinstance(fields, Exception):
         return PendingRow(row, error=_error_of(fields, row))
-    reserved = {"row", "error", *REQUEST_FIELDS, *DETECTORS}
+    reserved = {"row", "error", "usage", *REQUEST_FIELDS, *DETECTORS}
     passthrough = {key: value for key, value in fields.items() if key not in reserved}
     try:
         item = parse_item(build_request(fields, detectors, explain), row)
@@ -211,5 +212,15 @@ class DetectorScorer:
             for row, fields in rows
         ]
         items = [p.item for p in pending if p.item is not None]
-        results = iter(await detect_items(items, self.judge) if items else [])
-        return [_line(p, next(results) if p.item is not None else None) for p in pending]
+        with collect_usage() as ledger:
+            results = iter(await detect_items(items, self.judge) if items else [])
+        lines = []
+        for p in pending:
+            line = _line(p, next(results) if p.item is not None else None)
+            if p.item is not None:
+                # LLM calls and tokens this row cost; absent for judges that make none.
+                usage = ledger.take(item_key(p.item))
+                if not usage.is_empty():
+                    line["usage"] = usage.to_dict()
+            lines.append(line)
+        return lines

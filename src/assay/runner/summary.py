@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from assay.detectors import DETECTORS
+from assay.judges.usage import Usage
 
 if TYPE_CHECKING:
     from assay.metrics.ood.summary import OODTally
@@ -137,6 +138,8 @@ class RunSummary:
     failures_by_kind: rows_failed split by error kind.
     detectors: per detector or metric, in the order first seen.
     input_path / output_path / summary_path: where the run read and wrote, when known.
+    usage: LLM calls, tokens, cache hits, votes and cascade escalations over the run (each
+        line's `usage`); rows_with_calls: rows that made at least one LLM call.
     """
 
     names: tuple[str, ...] = tuple(DETECTORS)
@@ -148,10 +151,17 @@ class RunSummary:
     input_path: str | None = None
     output_path: str | None = None
     summary_path: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    rows_with_calls: int = 0
 
     def add_line(self, line: Mapping[str, Any]) -> None:
         """Count one output line (`{"row", "id"?, ..., detector: result}` or `{..., "error"}`)."""
         self.rows += 1
+        usage = line.get("usage")
+        if isinstance(usage, Mapping):
+            row_usage = Usage.from_dict(dict(usage))
+            self.usage.add(row_usage)
+            self.rows_with_calls += row_usage.calls > 0
         error = line.get("error")
         if isinstance(error, Mapping):
             self.rows_failed += 1
@@ -194,6 +204,14 @@ class RunSummary:
             "pass_threshold": PASS_THRESHOLD,
             "detectors": {name: d.to_dict() for name, d in self.detectors.items()},
             "failures": self.failures,
+            "llm": {
+                **self.usage.to_dict(),
+                "rows_with_calls": self.rows_with_calls,
+                "calls_per_row": _ratio(self.usage.calls, self.rows),
+                "tokens_per_row": _ratio(
+                    self.usage.prompt_tokens + self.usage.completion_tokens, self.rows
+                ),
+            },
         }
 
 

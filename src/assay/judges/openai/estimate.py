@@ -1,0 +1,64 @@
+"""What a run will cost the LLM endpoint, computed before any call is made (`--dry-run`)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from assay.judges.base import Question
+from assay.judges.cache import CallCache
+from assay.judges.openai.judge import request_key, rubric_requests
+from assay.judges.openai.settings import LLMSettings
+
+#: Rough characters per token of English text under common BPE tokenizers.
+CHARS_PER_TOKEN = 4.0
+#: Chat-template tokens per message (role markers and separators).
+TOKENS_PER_MESSAGE = 4
+#: Completion tokens of one labelled answer in a "fields" reply (`"3": "yes", `).
+TOKENS_PER_FIELD = 6
+#: Extra completion tokens per instruction when a quote is asked for.
+TOKENS_PER_QUOTE = 24
+
+
+@dataclass
+class CostEstimate:
+    """calls: calls to make (cache hits excluded); cached_calls: calls the cache will answer;
+    prompt_tokens / completion_tokens: estimated tokens of the calls to make;
+    questions: instructions sent to the LLM."""
+
+    questions: int = 0
+    calls: int = 0
+    cached_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+def estimate_tokens(text: str) -> int:
+    return math.ceil(len(text) / CHARS_PER_TOKEN)
+
+
+def estimate_cost(
+    settings: LLMSettings, questions: Sequence[Question], cache: CallCache | None
+) -> CostEstimate:
+    """The calls and tokens `OpenAIJudge(settings)` would spend on `questions` if every reply
+    is readable and the endpoint returns logprobs (without logprobs each call becomes
+    `settings.votes` sampled calls)."""
+    estimate = CostEstimate(questions=len(questions))
+    per_field = TOKENS_PER_FIELD + (TOKENS_PER_QUOTE if any(q.explain for q in questions) else 0)
+    for request in rubric_requests(settings, questions):
+        if cache is not None and cache.get(request_key(request, None)) is not None:
+            estimate.cached_calls += 1
+            continue
+        estimate.calls += 1
+        messages = request["messages"]
+        estimate.prompt_tokens += sum(
+            estimate_tokens(m["content"]) + TOKENS_PER_MESSAGE for m in messages
+        )
+        if settings.strategy == "fields":
+            asked = messages[-1]["content"].split("Instructions:\n", 1)[-1]
+            count = sum(1 for line in asked.splitlines() if line[:1].isdigit())
+            estimate.completion_tokens += 2 + count * per_field
+        else:
+            estimate.completion_tokens += int(request["max_tokens"])
+    return estimate

@@ -1,0 +1,174 @@
+"""Settings of the LLM judge: where the endpoint is, how to call it, how to read its answers.
+
+Every setting has an environment variable (read when a judge is built, never at import) and can
+be overridden in code or from the CLI (`assay.judges.openai.configure`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Literal
+
+from assay.schema import RequestValidationError
+
+Strategy = Literal["fields", "per_instruction"]
+Structured = Literal["auto", "json_schema", "json_object", "none"]
+STRUCTURED: tuple[Structured, ...] = ("auto", "json_schema", "json_object", "none")
+
+STRATEGIES: tuple[Strategy, ...] = ("fields", "per_instruction")
+
+
+def default_cache_path() -> Path:
+    """`$XDG_CACHE_HOME/assay/judge-calls.sqlite3` (or `~/.cache/...`)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "assay" / "judge-calls.sqlite3"
+
+
+@dataclass(frozen=True)
+class LLMSettings:
+    """How the LLM judge talks to its endpoint.
+
+    base_url: the OpenAI-compatible API root, e.g. `http://127.0.0.1:8080/v1`; None means the
+        SDK's default (api.openai.com).
+    model: the model name sent with each request.
+    api_key: sent as a bearer token; local servers accept any value.
+    strategy: "fields" asks one call per row and detector with one labelled answer per
+        instruction; "per_instruction" asks one 1-token call per instruction over a shared prefix.
+    structured: how to ask for output constrained to a JSON schema: "json_schema" (OpenAI, vLLM,
+        Ollama), "json_object" (llama-cpp-python's `{"type": "json_object", "schema": ...}`),
+        "none" (plain text, parsed tolerantly), or "auto": try them in that order and keep the
+        first the endpoint accepts.
+    votes: sampled answers per instruction when the endpoint returns no logprobs.
+    vote_temperature: sampling temperature of those votes (must be > 0).
+    call_timeout: seconds one HTTP call may take.
+    row_timeout: seconds all calls for one row and detector may take, retries included.
+    max_attempts: attempts per call (1 = no retry); only 429, 5xx, timeouts and connection
+        errors are retried.
+    backoff_base / backoff_cap: seconds of the first retry delay and the longest one.
+    concurrency: HTTP calls in flight at once.
+    max_tokens: completion budget of one "fields" call (per_instruction calls use 1, or more
+        when an explanation is wanted).
+    top_logprobs: alternatives requested per answer token.
+    cache: whether to read and write the judge-call cache.
+    cache_path: the SQLite file of that cache (default: `default_cache_path()`).
+    cache_ttl: seconds a cached call stays valid.
+    """
+
+    base_url: str | None = None
+    model: str = "gpt-4o-mini"
+    api_key: str = "not-needed"
+    strategy: Strategy = "fields"
+    structured: Structured = "auto"
+    votes: int = 5
+    vote_temperature: float = 0.7
+    call_timeout: float = 60.0
+    row_timeout: float = 300.0
+    max_attempts: int = 4
+    backoff_base: float = 0.5
+    backoff_cap: float = 20.0
+    concurrency: int = 4
+    max_tokens: int = 512
+    top_logprobs: int = 10
+    cache: bool = True
+    cache_path: Path | None = None
+    cache_ttl: float = 30 * 24 * 3600.0
+
+    def __post_init__(self) -> None:
+        _check(self)
+
+    def cache_file(self) -> Path:
+        """The cache's SQLite file: `cache_path`, or the per-user default."""
+        return self.cache_path or default_cache_path()
+
+    def with_overrides(self, **overrides: object) -> LLMSettings:
+        """A copy with the given fields replaced (None values are ignored)."""
+        given = {name: value for name, value in overrides.items() if value is not None}
+        return replace(self, **given)  # type: ignore[arg-type]
+
+
+#: Environment variable -> (field, converter).
+ENVIRONMENT: dict[str, tuple[str, type]] = {
+    "ASSAY_LLM_BASE_URL": ("base_url", str),
+    "ASSAY_LLM_MODEL": ("model", str),
+    "ASSAY_LLM_API_KEY": ("api_key", str),
+    "ASSAY_LLM_STRATEGY": ("strategy", str),
+    "ASSAY_LLM_STRUCTURED": ("structured", str),
+    "ASSAY_LLM_VOTES": ("votes", int),
+    "ASSAY_LLM_VOTE_TEMPERATURE": ("vote_temperature", float),
+    "ASSAY_LLM_TIMEOUT": ("call_timeout", float),
+    "ASSAY_LLM_ROW_TIMEOUT": ("row_timeout", float),
+    "ASSAY_LLM_MAX_ATTEMPTS": ("max_attempts", int),
+    "ASSAY_LLM_CONCURRENCY": ("concurrency", int),
+    "ASSAY_LLM_MAX_TOKENS": ("max_tokens", int),
+    "ASSAY_LLM_CACHE": ("cache", bool),
+    "ASSAY_LLM_CACHE_PATH": ("cache_path", Path),
+    "ASSAY_LLM_CACHE_TTL": ("cache_ttl", float),
+}
+
+
+def settings_from_env(environ: Mapping[str, str] | None = None) -> LLMSettings:
+    """Settings from `environ` (default: the process environment) over the defaults.
+
+    Raises RequestValidationError naming the variable when a value has the wrong type.
+    """
+    environ = os.environ if environ is None else environ
+    values: dict[str, object] = {}
+    for variable, (name, kind) in ENVIRONMENT.items():
+        raw = environ.get(variable)
+        if raw is None or raw == "":
+            continue
+        values[name] = _convert(variable, raw, kind)
+    try:
+        return LLMSettings(**values)  # type: ignore[arg-type]
+    except RequestValidationError as error:
+        variable = next((v for v, (n, _) in ENVIRONMENT.items() if n == error.field), error.field)
+        raise RequestValidationError(variable, error.message) from None
+
+
+def parse_overrides(pairs: Sequence[str], field: str = "llm") -> dict[str, object]:
+    """Settings from "name=value" strings (names as in LLMSettings, `-` or `_`), typed like
+    their environment variables. Raises RequestValidationError naming `field` and the name."""
+    kinds = {name: kind for name, kind in ENVIRONMENT.values()}
+    overrides: dict[str, object] = {}
+    for pair in pairs:
+        name, equals, raw = pair.partition("=")
+        name = name.strip().replace("-", "_")
+        if not equals or name not in kinds:
+            known = ", ".join(sorted(kinds))
+            raise RequestValidationError(field, f"expected name=value with a name from: {known}")
+        overrides[name] = _convert(f"{field}.{name}", raw.strip(), kinds[name])
+    return overrides
+
+
+def _convert(variable: str, raw: str, kind: type) -> object:
+    if kind is bool:
+        lowered = raw.strip().lower()
+        if lowered in {"1", "true", "yes", "on"}:
+            return True
+        if lowered in {"0", "false", "no", "off"}:
+            return False
+        raise RequestValidationError(variable, f"expected true or false, got {raw!r}")
+    try:
+        return kind(raw)
+    except ValueError:
+        raise RequestValidationError(variable, f"expected {kind.__name__}, got {raw!r}") from None
+
+
+def _check(settings: LLMSettings) -> None:
+    """Raise RequestValidationError naming the first field with an unusable value."""
+    if settings.strategy not in STRATEGIES:
+        raise RequestValidationError("strategy", f"must be one of {', '.join(STRATEGIES)}")
+    if settings.structured not in STRUCTURED:
+        raise RequestValidationError("structured", f"must be one of {', '.join(STRUCTURED)}")
+    positive = ("votes", "max_attempts", "concurrency", "max_tokens", "top_logprobs")
+    for name in positive:
+        if int(getattr(settings, name)) < 1:
+            raise RequestValidationError(name, "must be at least 1")
+    for name in ("call_timeout", "row_timeout", "vote_temperature", "cache_ttl"):
+        if float(getattr(settings, name)) <= 0:
+            raise RequestValidationError(name, "must be greater than 0")
+    if not settings.model.strip():
+        raise RequestValidationError("model", "must not be empty")

@@ -1,0 +1,303 @@
+"""The LLM judge against a loopback stub that misbehaves on demand: rate limits, server errors,
+hangs, truncated bodies and replies, missing logprobs. Each ends in a verdict or an explicit
+error, and the run goes on."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from assay._sync import run_sync
+from assay.detectors import DETECTORS
+from assay.detectors.evaluate import detect_items, parse_items, questions_for
+from assay.judges import get_judge, register_judge
+from assay.judges.cache import CallCache
+from assay.judges.cascade import CascadeJudge
+from assay.judges.openai import calls as calls_module
+from assay.judges.openai.judge import OpenAIJudge
+from assay.judges.openai.settings import LLMSettings
+from assay.runner import run_file
+from conftest import CannedResponse, StubServer, assert_relevance_contract
+from llm.replies import chat_body, ok, rubric_reply
+
+QUERY = "How long should I boil eggs for a soft yolk?"
+ANSWER = "Boil the eggs for 6 minutes for a soft, runny yolk."
+PROBABILITIES = [0.9, 0.2, 0.65, 0.4]
+
+
+def item(explain: bool = False, must_compute: str = "ignore_failures") -> dict[str, Any]:
+    return {
+        "user_query": QUERY,
+        "generated_text": ANSWER,
+        "config": {"output_relevance": {"judge": "openai", "explain": explain}},
+        "must_compute": must_compute,
+    }
+
+
+def use_judge(stub: StubServer, tmp_path: Path | None = None, **overrides: Any) -> OpenAIJudge:
+    """Register an OpenAIJudge pointed at the stub as judge "openai"."""
+    options: dict[str, Any] = {
+        "base_url": stub.url + "/v1",
+        "model": "stub-model",
+        "cache": tmp_path is not None,
+        "cache_path": (tmp_path / "calls.sqlite3") if tmp_path else None,
+        "backoff_base": 0.01,
+        "backoff_cap": 0.05,
+        "structured": "json_schema",
+    }
+    judge = OpenAIJudge(LLMSettings(**{**options, **overrides}))
+    register_judge("openai", lambda: judge)
+    return judge
+
+
+@pytest.fixture(autouse=True)
+def restore_openai_judge() -> Iterator[None]:
+    yield
+    from assay.judges import _openai
+
+    register_judge("openai", _openai)
+
+
+async def relevance(explain: bool = False) -> dict[str, Any]:
+    [result] = await detect_items(parse_items([item(explain)]))
+    return dict(result["output_relevance"])
+
+
+async def test_probabilities_come_from_the_answer_tokens_logprobs(stub_server: StubServer) -> None:
+    use_judge(stub_server)
+    stub_server.reply(rubric_reply(PROBABILITIES))
+    result = await relevance()
+    assert_relevance_contract(result)
+    got = [entry["follow_probability"] for entry in result["instructions_list"]]
+    # P(yes) / (P(yes) + P(no)): the 1e-4 mass on "maybe" is left out of the normalisation.
+    assert got == [round(p, 4) for p in PROBABILITIES]
+    assert len(stub_server.requests) == 1  # one call for the whole rubric
+    body = stub_server.requests[0].body
+    assert body["logprobs"] is True and body["temperature"] == 0.0
+    assert body["response_format"]["type"] == "json_schema"
+    assert stub_server.requests[0].path == "/v1/chat/completions"
+
+
+async def test_429_with_retry_after_is_waited_out_then_succeeds(
+    stub_server: StubServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    waits: list[float] = []
+    real_sleep = calls_module.asyncio.sleep
+
+    async def recording_sleep(delay: float) -> None:
+        waits.append(delay)
+        await real_sleep(0)
+
+    monkeypatch.setattr(calls_module.asyncio, "sleep", recording_sleep)
+    use_judge(stub_server)
+    stub_server.reply(
+        CannedResponse(429, {"error": {"message": "slow down"}}, headers={"retry-after": "3"}),
+        rubric_reply(PROBABILITIES),
+    )
+    result = await relevance()
+    assert_relevance_contract(result)
+    assert len(stub_server.requests) == 2
+    assert waits and waits[0] >= 3.0  # the server's retry-after, not the short backoff
+
+
+async def test_500_then_success(stub_server: StubServer) -> None:
+    use_judge(stub_server)
+    stub_server.reply(CannedResponse(500, {"error": "boom"}), rubric_reply(PROBABILITIES))
+    result = await relevance()
+    assert [e["follow_probability"] for e in result["instructions_list"]] == PROBABILITIES
+    assert len(stub_server.requests) == 2
+
+
+async def test_persistent_5xx_gives_up_with_an_explicit_error(stub_server: StubServer) -> None:
+    use_judge(stub_server, max_attempts=3)
+    stub_server.reply(CannedResponse(503, {"error": "down"}))
+    result = await relevance()
+    assert result["error"] is True and result["kind"] == "server_error"
+    assert "3 attempts" in result["message"]
+    assert len(stub_server.requests) == 3
+
+
+async def test_client_errors_are_not_retried(stub_server: StubServer) -> None:
+    use_judge(stub_server)
+    stub_server.reply(CannedResponse(401, {"error": {"message": "bad key"}}))
+    result = await relevance()
+    assert result == {"error": True, "kind": "transport", "message": result["message"]}
+    assert "401" in result["message"]
+    assert len(stub_server.requests) == 1
+
+
+def test_a_hang_past_the_timeout_fails_that_row_and_the_run_continues(
+    stub_server: StubServer, tmp_path: Path
+) -> None:
+    release = threading.Event()
+    use_judge(stub_server, call_timeout=0.5, max_attempts=2)
+    hang = CannedResponse(200, chat_body("{}", []), hold=release)
+    stub_server.reply(hang, hang, rubric_reply(PROBABILITIES))
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(
+        "\n".join(json.dumps({"user_query": QUERY, "generated_text": t}) for t in (ANSWER, "Six."))
+    )
+    try:
+        summary = run_file(rows, detectors=["output_relevance"], judge="openai", batch_size=1)
+    finally:
+        release.set()
+    lines = [json.loads(line) for line in Path(summary.output_path or "").read_text().splitlines()]
+    assert lines[0]["output_relevance"]["kind"] == "timeout"
+    assert_relevance_contract(lines[1]["output_relevance"])
+    assert summary.detectors["output_relevance"].rows_errored == 1
+    assert summary.detectors["output_relevance"].rows_scored == 1
+    # Both timed-out attempts and the successful call are accounted for.
+    assert lines[0]["usage"]["calls"] == 2 and lines[1]["usage"]["calls"] == 1
+    assert summary.to_dict()["llm"]["calls"] == 3
+
+
+async def test_a_truncated_http_body_is_an_explicit_error(stub_server: StubServer) -> None:
+    use_judge(stub_server)
+    text = json.dumps(chat_body('{"1": "yes"}', [0.9]))
+    stub_server.reply(CannedResponse(200, text[: len(text) // 2]))
+    result = await relevance()
+    assert result["error"] is True and result["kind"] == "unparseable"
+
+
+async def test_a_truncated_reply_is_reasked_once(stub_server: StubServer) -> None:
+    use_judge(stub_server)
+    cut = CannedResponse(200, chat_body('{"1": "yes", "2": "no", "3', [0.9, 0.2], "length"))
+    stub_server.reply(cut, rubric_reply(PROBABILITIES))
+    result = await relevance()
+    got = [e["follow_probability"] for e in result["instructions_list"]]
+    # The answers read before the cut are kept; the re-ask supplies the rest.
+    assert got == [0.9, 0.2, 0.65, 0.4]
+    assert len(stub_server.requests) == 2
+    reask = stub_server.requests[1].body["messages"]
+    assert reask[-2]["role"] == "assistant" and "could not be read" in reask[-1]["content"]
+
+
+async def test_a_reply_still_unreadable_after_the_reask_is_unscored(
+    stub_server: StubServer,
+) -> None:
+    use_judge(stub_server)
+    stub_server.reply(CannedResponse(200, chat_body('{"1": "yes", "2', [0.9], "length")))
+    [result] = await detect_items(parse_items([item()]))
+    failed = result["output_relevance"]
+    assert failed["error"] is True and failed["kind"] == "unparseable"
+    assert "prioritize_relevant" in failed["message"] and "token limit" in failed["message"]
+    assert len(stub_server.requests) == 2  # one re-ask, no more
+
+
+async def test_without_logprobs_the_judge_votes_and_says_so(stub_server: StubServer) -> None:
+    judge = use_judge(stub_server, votes=3)
+    first = rubric_reply(PROBABILITIES, logprobs=False)
+    stub_server.reply(
+        first,
+        ok(chat_body('{"1": "yes", "2": "no", "3": "yes", "4": "no"}')),
+        ok(chat_body('{"1": "yes", "2": "yes", "3": "no", "4": "no"}')),
+        ok(chat_body('{"1": "yes", "2": "no", "3": "no", "4": "no"}')),
+    )
+    questions = questions_for(parse_items([item(explain=True)])[0], DETECTORS["output_relevance"])
+    answers = await judge.answer(questions)
+    probabilities = [a.follow_probability for a in answers]  # type: ignore[union-attr]
+    assert probabilities == pytest.approx([1.0, 1 / 3, 1 / 3, 0.0])
+    assert all(a.evidence["method"] == "votes" for a in answers)  # type: ignore[union-attr]
+    assert "sampled answers" in answers[0].explanation  # type: ignore[union-attr]
+    votes = [r.body for r in stub_server.requests[1:]]
+    assert len(votes) == 3
+    assert all(v["temperature"] > 0 and "logprobs" not in v for v in votes)
+
+
+async def test_rejected_json_schema_falls_back_to_llama_cpp_style_json_object(
+    stub_server: StubServer,
+) -> None:
+    use_judge(stub_server, structured="auto")
+    stub_server.reply(
+        CannedResponse(422, {"detail": "response_format.type: json_schema not allowed"}),
+        rubric_reply(PROBABILITIES),
+    )
+    first = await relevance()
+    assert_relevance_contract(first)
+    kinds = [r.body.get("response_format", {}).get("type") for r in stub_server.requests]
+    assert kinds == ["json_schema", "json_object"]
+    assert "schema" in stub_server.requests[1].body["response_format"]
+
+
+def test_the_cache_suppresses_repeat_calls(stub_server: StubServer, tmp_path: Path) -> None:
+    use_judge(stub_server, tmp_path)
+    stub_server.reply(rubric_reply(PROBABILITIES))
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps({"user_query": QUERY, "generated_text": ANSWER}) + "\n")
+    first = run_file(rows, detectors=["output_relevance"], judge="openai")
+    assert len(stub_server.requests) == 1 and first.usage.calls == 1
+    assert first.usage.prompt_tokens == 120 and first.usage.completion_tokens == 30
+    # A new judge (as in a new process) over the same file reads the same SQLite cache.
+    use_judge(stub_server, tmp_path)
+    second = run_file(rows, detectors=["output_relevance"], judge="openai")
+    assert len(stub_server.requests) == 1
+    assert second.usage.calls == 0 and second.usage.cached_calls == 1
+    out = Path(first.output_path or "").read_text()
+    assert json.loads(out)["output_relevance"]["score"] == 0.5
+    assert len(CallCache(tmp_path / "calls.sqlite3", 60)) == 1
+
+
+def test_no_cache_calls_again(stub_server: StubServer, tmp_path: Path) -> None:
+    use_judge(stub_server, tmp_path, cache=False)
+    stub_server.reply(rubric_reply(PROBABILITIES))
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps({"user_query": QUERY, "generated_text": ANSWER}) + "\n")
+    run_file(rows, detectors=["output_relevance"], judge="openai")
+    run_file(rows, detectors=["output_relevance"], judge="openai")
+    assert len(stub_server.requests) == 2
+
+
+def test_unreachable_endpoint_is_a_transport_error() -> None:
+    judge = OpenAIJudge(
+        LLMSettings(
+            base_url="http://127.0.0.1:9/v1", cache=False, max_attempts=2, backoff_base=0.01
+        )
+    )
+    register_judge("openai", lambda: judge)
+    assert get_judge("openai") is judge
+
+    [result] = run_sync(detect_items(parse_items([item()])))
+    assert result["output_relevance"]["kind"] == "transport"
+
+
+def test_cascade_escalations_are_counted_in_the_run_summary(
+    stub_server: StubServer, tmp_path: Path
+) -> None:
+    llm = use_judge(stub_server, strategy="per_instruction")
+    stub_server.reply(CannedResponse(200, chat_body("yes", [0.8])))
+    # A band of [0, 1] holds every probability: all four instructions go up.
+    register_judge("cascade", lambda: CascadeJudge(get_judge("embedded"), llm, (0.0, 1.0)))
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps({"user_query": QUERY, "generated_text": ANSWER}) + "\n")
+    try:
+        summary = run_file(rows, detectors=["output_relevance"], judge="cascade")
+    finally:
+        from assay.judges import _cascade
+
+        register_judge("cascade", _cascade)
+    assert summary.usage.escalated == 4 and summary.usage.calls == 4
+    line = json.loads(Path(summary.output_path or "").read_text())
+    assert [e["follow_probability"] for e in line["output_relevance"]["instructions_list"]] == [
+        0.8
+    ] * 4
+    assert line["usage"]["escalated"] == 4
+
+
+def test_cli_rejects_a_bad_llm_setting_naming_it(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "assay.cli", "detect", "-q", "Hi?", "-r", "Hello."]
+        + ["--judge", "openai", "--llm", "strategy=sometimes"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    assert "--llm (llm.strategy): must be one of fields, per_instruction" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -1,0 +1,170 @@
+"""The LLM judge's parts on their own: reading logprobs, tolerant parsing, settings, the cache,
+the cascade band, retry-after, and the dry-run estimate."""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import httpx
+import pytest
+
+from assay.judges.base import Judge, Question, Verdict
+from assay.judges.cache import CallCache, cache_key
+from assay.judges.cascade import CascadeJudge, band_from_env, parse_band
+from assay.judges.openai.calls import Completion, TokenLogprob, retry_after_seconds
+from assay.judges.openai.estimate import estimate_cost
+from assay.judges.openai.judge import request_key, rubric_requests
+from assay.judges.openai.logprobs import answer_of, yes_probability
+from assay.judges.openai.parsing import read_fields, read_single
+from assay.judges.openai.settings import LLMSettings, parse_overrides, settings_from_env
+from assay.schema import JudgeFailure, RequestValidationError
+
+
+@pytest.mark.parametrize(
+    ("token", "answer"),
+    [(" yes", "yes"), ("Yes", "yes"), ('"YES', "yes"), ("true", "yes"), ("\u2581No", "no")],
+)
+def test_answer_spellings(token: str, answer: str) -> None:
+    assert answer_of(token) == answer
+
+
+def test_not_answers() -> None:
+    assert answer_of("yesterday") is None and answer_of("The") is None and answer_of("n") is None
+
+
+def test_p_yes_sums_spellings_and_ignores_other_tokens() -> None:
+    alternatives = {
+        "Yes": math.log(0.3),
+        " yes": math.log(0.1),
+        "No": math.log(0.2),
+        "The": math.log(0.4),
+    }
+    assert yes_probability(alternatives) == pytest.approx(0.4 / 0.6)
+    assert yes_probability({"The": 0.0}) is None
+
+
+def completion(text: str, tokens: list[tuple[str, dict[str, float]]] | None) -> Completion:
+    listed = None
+    if tokens is not None:
+        listed = tuple(TokenLogprob(t, top.get(t, 0.0), top) for t, top in tokens)
+    return Completion(text, listed, "stop", 0, 0)
+
+
+def test_fields_are_read_from_prose_without_logprobs() -> None:
+    reply = completion('Sure! 1: Yes\n2: no, "2_quote": "six minutes"\n"3": "true"', None)
+    readings = read_fields(reply, 3)
+    assert [readings[n].answer for n in (1, 2, 3)] == ["yes", "no", "yes"]
+    assert all(r.probability is None for r in readings.values())
+
+
+def test_quote_keys_are_not_answers_and_placeholder_quotes_are_dropped() -> None:
+    reply = completion('{"1": "no", "1_quote": "...", "2_quote": "yes", "2": "yes"}', None)
+    readings = read_fields(reply, 2)
+    assert readings[1].answer == "no" and readings[1].quote == ""
+    assert readings[2].answer == "yes" and readings[2].quote == "yes"
+
+
+def test_single_answer_uses_the_alternatives_even_when_the_first_token_is_not_an_answer() -> None:
+    top = {"The": math.log(0.5), "Yes": math.log(0.1), "No": math.log(0.3)}
+    reading = read_single(completion("The", [("The", top)]))
+    assert reading is not None and reading.probability == pytest.approx(0.25)
+    assert read_single(completion("The", [("The", {"The": 0.0})])) is None
+
+
+def test_settings_from_environment_and_bad_values_name_the_variable() -> None:
+    settings = settings_from_env(
+        {"ASSAY_LLM_MODEL": "m", "ASSAY_LLM_VOTES": "3", "ASSAY_LLM_CACHE": "off"}
+    )
+    assert (settings.model, settings.votes, settings.cache) == ("m", 3, False)
+    with pytest.raises(RequestValidationError) as bad:
+        settings_from_env({"ASSAY_LLM_TIMEOUT": "soon"})
+    assert bad.value.field == "ASSAY_LLM_TIMEOUT"
+    with pytest.raises(RequestValidationError) as negative:
+        settings_from_env({"ASSAY_LLM_CONCURRENCY": "0"})
+    assert negative.value.field == "ASSAY_LLM_CONCURRENCY"
+    assert parse_overrides(["max-attempts=2", "cache=false"]) == {"max_attempts": 2, "cache": False}
+    with pytest.raises(RequestValidationError):
+        parse_overrides(["colour=blue"])
+
+
+def test_cache_round_trip_expiry_and_an_unusable_file(tmp_path: Path) -> None:
+    cache = CallCache(tmp_path / "c" / "calls.sqlite3", ttl=60)
+    key = cache_key({"model": "m", "messages": ["hi"]})
+    assert key == cache_key({"messages": ["hi"], "model": "m"})  # order does not matter
+    assert cache.get(key) is None
+    cache.put(key, {"content": "ok"})
+    assert cache.get(key) == {"content": "ok"}
+    cache.close()
+    with sqlite3.connect(tmp_path / "c" / "calls.sqlite3") as db:
+        db.execute("UPDATE judge_calls SET created = ?", (time.time() - 120,))
+    assert CallCache(tmp_path / "c" / "calls.sqlite3", ttl=60).get(key) is None
+    (tmp_path / "folder").mkdir()
+    broken = CallCache(tmp_path / "folder", ttl=60)  # a directory, not a database
+    broken.put(key, {"content": "ok"})
+    assert broken.get(key) is None
+
+
+def test_retry_after_forms() -> None:
+    assert retry_after_seconds(httpx.Headers({"retry-after": "7"})) == 7.0
+    assert retry_after_seconds(httpx.Headers({"retry-after-ms": "250"})) == 0.25
+    later = time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(time.time() + 30))
+    assert 20 < (retry_after_seconds(httpx.Headers({"retry-after": later})) or 0) <= 31
+    assert retry_after_seconds(httpx.Headers({})) is None
+
+
+def test_band_parsing() -> None:
+    assert parse_band("0.2,0.9") == (0.2, 0.9)
+    assert band_from_env({"ASSAY_CASCADE_BAND": "0.4, 0.6"}) == (0.4, 0.6)
+    with pytest.raises(RequestValidationError) as bad:
+        band_from_env({"ASSAY_CASCADE_BAND": "0.9,0.1"})
+    assert bad.value.field == "ASSAY_CASCADE_BAND"
+
+
+class ConstantJudge(Judge):
+    """Answers every question with P(follow) = 0.99 and records what it was asked."""
+
+    def __init__(self) -> None:
+        self.asked: list[Question] = []
+
+    async def answer(self, questions: Sequence[Question]) -> list[Verdict | JudgeFailure]:
+        self.asked.extend(questions)
+        return [Verdict(0.99)] * len(questions)
+
+
+class FixedJudge(Judge):
+    """Answers with a fixed list: confident, unsure, failed, confident."""
+
+    async def answer(self, questions: Sequence[Question]) -> list[Verdict | JudgeFailure]:
+        return [Verdict(0.9), Verdict(0.5), JudgeFailure("unsupported", "x"), Verdict(0.1)]
+
+
+def question(check: str, response: str) -> Question:
+    return Question("output_relevance", check, f"Instruction {check}.", response, "a query")
+
+
+async def test_cascade_sends_only_uncertain_and_failed_answers_up() -> None:
+    second = ConstantJudge()
+    cascade = CascadeJudge(FixedJudge(), second, (0.3, 0.7))
+    asked = [question(c, "r") for c in ("a", "b", "c", "d")]
+    answers = await cascade.answer(asked)
+    assert [q.check for q in second.asked] == ["b", "c"]
+    assert [a.follow_probability for a in answers] == [0.9, 0.99, 0.99, 0.1]  # type: ignore[union-attr]
+
+
+def test_estimate_counts_calls_per_strategy_and_skips_cached_ones(tmp_path: Path) -> None:
+    asked = [question(c, r) for r in ("one", "two") for c in ("a", "b", "c", "d")]
+    fields = LLMSettings(cache=False)
+    assert estimate_cost(fields, asked, None).calls == 2
+    single = LLMSettings(cache=False, strategy="per_instruction")
+    per_instruction = estimate_cost(single, asked, None)
+    assert per_instruction.calls == 8 and per_instruction.completion_tokens == 8
+    cache = CallCache(tmp_path / "calls.sqlite3", ttl=60)
+    first_request = rubric_requests(fields, asked)[0]
+    cache.put(request_key(first_request, None), {"content": ""})
+    estimate = estimate_cost(fields, asked, cache)
+    assert (estimate.calls, estimate.cached_calls) == (1, 1)
+    assert estimate.prompt_tokens > 0
