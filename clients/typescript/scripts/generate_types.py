@@ -14,6 +14,7 @@ Usage (from `clients/typescript/`, with the repository's virtualenv):
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import sys
 from pathlib import Path
@@ -166,6 +167,13 @@ def main(arguments: list[str]) -> int:
             f"{OUTPUT} is stale: the server's schemas changed. Run `npm run generate` in "
             "clients/typescript and review the diff.\n"
         )
+        diff = difflib.unified_diff(
+            current.splitlines(keepends=True),
+            text.splitlines(keepends=True),
+            "src/wire.ts (committed)",
+            "src/wire.ts (from the server)",
+        )
+        sys.stderr.writelines(diff)
         return 1
     return 0
 

@@ -105,9 +105,6 @@ export interface DetectorResult {
  * From assay.schema.DetectorError.
  */
 export interface DetectorError {
-  /**
-   * Default: true.
-   */
   error: true;
   /**
    * timeout, judge_error, unparseable, transport, ...
