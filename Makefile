@@ -13,7 +13,7 @@ AIMON_SDK_DIR := .cache/aimon-sdk
 # The dashboard's browser test drives Debian's chromium through Playwright (never
 # `playwright install`); setup-test installs it with apt-get when it is missing.
 
-.PHONY: setup setup-test setup-bench run test bench clean
+.PHONY: setup setup-test setup-bench run test test-ts bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,16 @@ test: setup-test
 	$(BIN)/ruff format --check src tests bench
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
+	$(MAKE) test-ts
+
+# The TypeScript client: install from its lockfile, build, run Node's test runner (which starts
+# `assay serve` from this venv). Node 20 is expected; Debian's nodejs/npm are the fallback.
+test-ts: setup-test
+	command -v npm >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y nodejs npm)
+	$(BIN)/ruff check clients/typescript/scripts
+	$(BIN)/ruff format --check clients/typescript/scripts
+	$(BIN)/mypy --strict clients/typescript/scripts
+	cd clients/typescript && timeout 600 npm ci --no-audit --no-fund && timeout 900 npm test
 
 setup-bench: setup
 	$(BIN)/pip install --quiet -e '.[bench]'
@@ -48,3 +58,4 @@ bench: setup-bench
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf clients/typescript/node_modules clients/typescript/dist

@@ -123,6 +123,19 @@ describe("detect", () => {
   });
 });
 
+test("with no authHeader the client sends Bearer $ASSAY_API_KEY", async () => {
+  const saved = process.env["ASSAY_API_KEY"];
+  process.env["ASSAY_API_KEY"] = KEY;
+  try {
+    const fromEnvironment = new Client({ baseURL: server.url });
+    const response = await fromEnvironment.detect(ANSWER, null, QUESTION, { output_relevance: {} });
+    assertWellFormed(detectorResult(response[0]!, "output_relevance"), 4);
+  } finally {
+    if (saved === undefined) delete process.env["ASSAY_API_KEY"];
+    else process.env["ASSAY_API_KEY"] = saved;
+  }
+});
+
 describe("errors the server produces", () => {
   test("422 names the item and field (UnprocessableEntityError)", async () => {
     const error = await client.detect({ generatedText: ANSWER, config: {} }).catch((caught: unknown) => caught);
@@ -161,6 +174,7 @@ describe("errors the server produces", () => {
   });
 
   test("401 without an authHeader says how to pass one (AuthenticationError)", async () => {
+    delete process.env["ASSAY_API_KEY"];
     const anonymous = new Client({ baseURL: server.url });
     await assert.rejects(anonymous.detect(ANSWER, null, QUESTION, { output_relevance: {} }), (error: unknown) => {
       assert.ok(error instanceof AuthenticationError, String(error));
