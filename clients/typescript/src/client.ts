@@ -54,8 +54,15 @@ function checkedBaseURL(value: string): string {
 }
 
 function checkedCount(name: string, value: number, integer: boolean): number {
-  if (typeof value !== "number" || !Number.isFinite(value) || value < 0 || (integer && !Number.isInteger(value))) {
-    throw new AssayError(`${name}: expected a non-negative ${integer ? "integer" : "number"}, got ${String(value)}`);
+  if (
+    typeof value !== "number" ||
+    !Number.isFinite(value) ||
+    value < 0 ||
+    (integer && !Number.isInteger(value))
+  ) {
+    throw new AssayError(
+      `${name}: expected a non-negative ${integer ? "integer" : "number"}, got ${String(value)}`,
+    );
   }
   return value;
 }
@@ -82,7 +89,10 @@ export class Inference {
    * @param options per-request timeout, retries or abort signal.
    * @returns one response item per request item, in order.
    */
-  detect(body: DetectRequestItem[] | DetectRequestItem, options?: RequestOptions): Promise<DetectResponseItem[]> {
+  detect(
+    body: DetectRequestItem[] | DetectRequestItem,
+    options?: RequestOptions,
+  ): Promise<DetectResponseItem[]> {
     const items = Array.isArray(body) ? body : [body];
     return requestJSON<DetectResponseItem[]>(this.transport, "POST", "/v2/detect", items, options);
   }
@@ -100,7 +110,13 @@ export class Jobs {
    * @throws NotFoundError when the server knows no such job.
    */
   retrieve(jobId: string, options?: RequestOptions): Promise<JobStatus> {
-    return requestJSON<JobStatus>(this.transport, "GET", `/v1/jobs/${encodeURIComponent(jobId)}`, undefined, options);
+    return requestJSON<JobStatus>(
+      this.transport,
+      "GET",
+      `/v1/jobs/${encodeURIComponent(jobId)}`,
+      undefined,
+      options,
+    );
   }
 }
 
@@ -118,9 +134,14 @@ export class Client {
    *   naming the option.
    */
   constructor(options: ClientOptions = {}) {
-    const authHeader = options.authHeader ?? (environment("ASSAY_API_KEY") ? `Bearer ${environment("ASSAY_API_KEY")}` : undefined);
+    const authHeader =
+      options.authHeader ??
+      (environment("ASSAY_API_KEY") ? `Bearer ${environment("ASSAY_API_KEY")}` : undefined);
     this.baseURL = checkedBaseURL(
-      options.baseURL ?? environment("ASSAY_BASE_URL") ?? environment("CLIENT_BASE_URL") ?? DEFAULT_BASE_URL,
+      options.baseURL ??
+        environment("ASSAY_BASE_URL") ??
+        environment("CLIENT_BASE_URL") ??
+        DEFAULT_BASE_URL,
     );
     this.timeout = checkedCount("timeout", options.timeout ?? DEFAULT_TIMEOUT_MS, false);
     this.maxRetries = checkedCount("maxRetries", options.maxRetries ?? DEFAULT_MAX_RETRIES, true);

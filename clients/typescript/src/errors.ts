@@ -130,7 +130,9 @@ export function errorForResponse(
   hint = "",
 ): APIError {
   const serverMessage =
-    typeof body === "object" && body !== null && typeof (body as { message?: unknown }).message === "string"
+    typeof body === "object" &&
+    body !== null &&
+    typeof (body as { message?: unknown }).message === "string"
       ? (body as { message: string }).message
       : typeof body === "string" && body.trim()
         ? body.trim().slice(0, 500)

@@ -54,13 +54,18 @@ export function isDetectorError(outcome: DetectorOutcome): outcome is DetectorEr
  */
 export function detectorResult(item: DetectResponseItem, detector: string): DetectorResult {
   if (isAsyncAccepted(item)) {
-    throw new AssayError(`the item was queued as job ${item.job_id}; its result comes from client.jobs.retrieve`);
+    throw new AssayError(
+      `the item was queued as job ${item.job_id}; its result comes from client.jobs.retrieve`,
+    );
   }
   const outcome = item[detector];
   if (outcome === undefined) {
     const present = Object.keys(item).join(", ") || "none";
-    throw new AssayError(`no result for detector ${JSON.stringify(detector)} (present: ${present})`);
+    throw new AssayError(
+      `no result for detector ${JSON.stringify(detector)} (present: ${present})`,
+    );
   }
-  if (isDetectorError(outcome)) throw new DetectorFailedError(detector, outcome.kind, outcome.message);
+  if (isDetectorError(outcome))
+    throw new DetectorFailedError(detector, outcome.kind, outcome.message);
   return outcome;
 }

@@ -109,7 +109,9 @@ async function attempt<T>(
   const controller = new AbortController();
   const timer = setTimeout(() => controller.abort(), timeout);
   // The caller's signal cancels for good; our own timeout only ends this attempt.
-  const signal = options.signal ? AbortSignal.any([options.signal, controller.signal]) : controller.signal;
+  const signal = options.signal
+    ? AbortSignal.any([options.signal, controller.signal])
+    : controller.signal;
   let response: Response;
   let text: string;
   try {
@@ -127,7 +129,9 @@ async function attempt<T>(
   const parsed = parseBody(text);
   if (response.ok) {
     if (typeof parsed === "string") {
-      throw new AssayError(`${method} ${url}: the server answered ${response.status} with a body that is not JSON`);
+      throw new AssayError(
+        `${method} ${url}: the server answered ${response.status} with a body that is not JSON`,
+      );
     }
     return { value: parsed as T };
   }

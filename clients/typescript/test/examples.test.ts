@@ -31,7 +31,10 @@ after(async () => {
 });
 
 /** Run one compiled example with the server's URL in $ASSAY_BASE_URL; its exit and output. */
-function runExample(name: string, env: Record<string, string> = {}): { status: number | null; stdout: string; stderr: string } {
+function runExample(
+  name: string,
+  env: Record<string, string> = {},
+): { status: number | null; stdout: string; stderr: string } {
   const result = spawnSync(process.execPath, [join(EXAMPLES, name)], {
     cwd: workdir,
     env: { ...process.env, ASSAY_BASE_URL: server.url, ...env },
@@ -50,12 +53,17 @@ test("the output relevance example prints the server's verdicts as JSON", () => 
   assert.equal(response.length, 1);
   const result = response[0].output_relevance;
   assert.equal(result.instructions_list.length, 4);
-  assert.equal(result.instructions_list[0].instruction, "Response should directly address the core intent of the user query.");
+  assert.equal(
+    result.instructions_list[0].instruction,
+    "Response should directly address the core intent of the user query.",
+  );
   for (const verdict of result.instructions_list) {
     assert.equal(verdict.label, verdict.follow_probability >= 0.5);
     assert.ok(verdict.explanation.length > 0, "explain: true asks for explanations");
   }
-  const labelled = result.instructions_list.filter((verdict: { label: boolean }) => verdict.label).length;
+  const labelled = result.instructions_list.filter(
+    (verdict: { label: boolean }) => verdict.label,
+  ).length;
   assert.equal(result.score, labelled / 4);
   // A relevant answer to the question: the judge should see it as such.
   assert.ok(result.score >= 0.75, `score ${result.score}`);
@@ -65,7 +73,10 @@ test("the completeness example sends its positional arguments and prints the res
   const run = runExample("completeness.js");
   assert.equal(run.status, 0, run.stderr);
   // console.log's inspection of the answer: one item holding the completeness result.
-  const printed = /^Response from detect: \[ \{ completeness: \{ instructions_list: \[Array\], score: ([0-9.]+) \} \} \]\n$/.exec(run.stdout);
+  const printed =
+    /^Response from detect: \[ \{ completeness: \{ instructions_list: \[Array\], score: ([0-9.]+) \} \} \]\n$/.exec(
+      run.stdout,
+    );
   assert.ok(printed, run.stdout);
   const score = Number(printed[1]);
   // Completeness scores are fractions of its 8 instructions.

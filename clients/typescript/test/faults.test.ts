@@ -22,7 +22,11 @@ import { freePort } from "./support/server.js";
 import { sendJSON, startStub, type Stub, type StubHandler } from "./support/stub.js";
 
 const RESULT = [{ output_relevance: { instructions_list: [], score: 1 } }];
-const PARAMS = { userQuery: "q?", generatedText: "a.", config: { output_relevance: { detector_name: "default" } } };
+const PARAMS = {
+  userQuery: "q?",
+  generatedText: "a.",
+  config: { output_relevance: { detector_name: "default" } },
+};
 let stub: Stub | undefined;
 
 afterEach(async () => {
@@ -30,7 +34,10 @@ afterEach(async () => {
   stub = undefined;
 });
 
-async function clientFor(handler: StubHandler, options: { maxRetries?: number; timeout?: number } = {}): Promise<Client> {
+async function clientFor(
+  handler: StubHandler,
+  options: { maxRetries?: number; timeout?: number } = {},
+): Promise<Client> {
   stub = await startStub(handler);
   return new Client({ baseURL: stub.url, authHeader: "Bearer stub-key", ...options });
 }
@@ -51,7 +58,11 @@ describe("retries", () => {
     // The retry is the same request: same body, same key.
     assert.equal(stub!.received[1]!.body, stub!.received[0]!.body);
     assert.deepEqual(JSON.parse(stub!.received[0]!.body), [
-      { user_query: "q?", generated_text: "a.", config: { output_relevance: { detector_name: "default" } } },
+      {
+        user_query: "q?",
+        generated_text: "a.",
+        config: { output_relevance: { detector_name: "default" } },
+      },
     ]);
     assert.equal(stub!.received[1]!.headers.authorization, "Bearer stub-key");
   });
@@ -65,7 +76,10 @@ describe("retries", () => {
   }
 
   test("a 429 that persists ends in RateLimitError with the server's message, after maxRetries", async () => {
-    const client = await clientFor(failingThenOK(Infinity, 429, "server is busy (1 requests in flight)"), { maxRetries: 3 });
+    const client = await clientFor(
+      failingThenOK(Infinity, 429, "server is busy (1 requests in flight)"),
+      { maxRetries: 3 },
+    );
     await assert.rejects(client.detect(PARAMS), (error: unknown) => {
       assert.ok(error instanceof RateLimitError);
       assert.equal(error.status, 429);
@@ -96,7 +110,9 @@ describe("retries", () => {
     [422, UnprocessableEntityError],
   ] as const) {
     test(`${status} is not retried: the request itself is wrong`, async () => {
-      const client = await clientFor(failingThenOK(Infinity, status, "[0].generated_text: must not be empty"));
+      const client = await clientFor(
+        failingThenOK(Infinity, status, "[0].generated_text: must not be empty"),
+      );
       await assert.rejects(client.detect(PARAMS), ErrorClass);
       assert.equal(stub!.received.length, 1);
     });
@@ -112,7 +128,9 @@ describe("error classes", () => {
   ];
   for (const [status, ErrorClass] of cases) {
     test(`${status} becomes ${ErrorClass.name} carrying the server's message`, async () => {
-      const client = await clientFor(failingThenOK(Infinity, status, `failure ${status}`), { maxRetries: 0 });
+      const client = await clientFor(failingThenOK(Infinity, status, `failure ${status}`), {
+        maxRetries: 0,
+      });
       await assert.rejects(client.detect(PARAMS), (error: unknown) => {
         assert.ok(error instanceof ErrorClass);
         assert.equal(error.status, status);
@@ -123,10 +141,13 @@ describe("error classes", () => {
   }
 
   test("an error page that is not JSON keeps its text as the message", async () => {
-    const client = await clientFor((_index, _request, response) => {
-      response.writeHead(502, { "content-type": "text/html" });
-      response.end("<h1>Bad gateway</h1>");
-    }, { maxRetries: 0 });
+    const client = await clientFor(
+      (_index, _request, response) => {
+        response.writeHead(502, { "content-type": "text/html" });
+        response.end("<h1>Bad gateway</h1>");
+      },
+      { maxRetries: 0 },
+    );
     await assert.rejects(client.detect(PARAMS), (error: unknown) => {
       assert.ok(error instanceof InternalServerError);
       assert.equal(error.message, "502 <h1>Bad gateway</h1>");
@@ -149,9 +170,12 @@ describe("error classes", () => {
 
 describe("timeouts and connection errors", () => {
   test("a server that never answers ends each attempt at the timeout: APITimeoutError", async () => {
-    const client = await clientFor(() => {
-      // Never answer.
-    }, { timeout: 200, maxRetries: 1 });
+    const client = await clientFor(
+      () => {
+        // Never answer.
+      },
+      { timeout: 200, maxRetries: 1 },
+    );
     await assert.rejects(client.detect(PARAMS), (error: unknown) => {
       assert.ok(error instanceof APITimeoutError);
       assert.match(error.message, /no answer within 200 ms/);
@@ -165,7 +189,10 @@ describe("timeouts and connection errors", () => {
     const client = new Client({ baseURL: `http://127.0.0.1:${port}`, maxRetries: 1 });
     await assert.rejects(client.detect(PARAMS), (error: unknown) => {
       assert.ok(error instanceof APIConnectionError && !(error instanceof APITimeoutError));
-      assert.match(error.message, new RegExp(`POST http://127.0.0.1:${port}/v2/detect: .*ECONNREFUSED`));
+      assert.match(
+        error.message,
+        new RegExp(`POST http://127.0.0.1:${port}/v2/detect: .*ECONNREFUSED`),
+      );
       return true;
     });
   });
@@ -177,7 +204,10 @@ describe("timeouts and connection errors", () => {
       // Never answer: only the abort can end the request.
       void response;
     });
-    await assert.rejects(client.inference.detect([], { signal: controller.signal }), /caller gave up/);
+    await assert.rejects(
+      client.inference.detect([], { signal: controller.signal }),
+      /caller gave up/,
+    );
     assert.equal(stub!.received.length, 1);
   });
 });

@@ -59,7 +59,10 @@ describe("detect", () => {
       generatedText: ANSWER,
       context: [POLICY],
       instructions: ["Response should mention a number of days"],
-      config: { output_relevance: { detector_name: "default" }, completeness: { detector_name: "default" } },
+      config: {
+        output_relevance: { detector_name: "default" },
+        completeness: { detector_name: "default" },
+      },
       mustCompute: "all_or_none",
     });
     assert.equal(response.length, 1);
@@ -75,11 +78,17 @@ describe("detect", () => {
 
   test("the positional form sends context, query and config, and options such as publish", async () => {
     const application = "ts-positional";
-    const response = await client.detect(ANSWER, POLICY, QUESTION, { output_relevance: { detector_name: "default" } }, {
-      publish: true,
-      applicationName: application,
-      modelName: "model-ts",
-    });
+    const response = await client.detect(
+      ANSWER,
+      POLICY,
+      QUESTION,
+      { output_relevance: { detector_name: "default" } },
+      {
+        publish: true,
+        applicationName: application,
+        modelName: "model-ts",
+      },
+    );
     assertWellFormed(detectorResult(response[0]!, "output_relevance"), 4);
     // The published detection is stored under the camelCase names' wire equivalents.
     const stored = await fetch(`${server.url}/v1/applications/${application}/detections`, {
@@ -93,11 +102,22 @@ describe("detect", () => {
 
   test("inference.detect posts wire items as they are, answering in order", async () => {
     const items: DetectRequestItem[] = [
-      { user_query: QUESTION, generated_text: ANSWER, config: { output_relevance: { detector_name: "default" } } },
-      { context: POLICY, generated_text: "Bananas are yellow.", config: { completeness: { detector_name: "default" } } },
+      {
+        user_query: QUESTION,
+        generated_text: ANSWER,
+        config: { output_relevance: { detector_name: "default" } },
+      },
+      {
+        context: POLICY,
+        generated_text: "Bananas are yellow.",
+        config: { completeness: { detector_name: "default" } },
+      },
     ];
     const response = await client.inference.detect(items);
-    assert.deepEqual(response.map((item) => Object.keys(item)), [["output_relevance"], ["completeness"]]);
+    assert.deepEqual(
+      response.map((item) => Object.keys(item)),
+      [["output_relevance"], ["completeness"]],
+    );
     assertWellFormed(detectorResult(response[1]!, "completeness"), 8);
   });
 
@@ -138,7 +158,9 @@ test("with no authHeader the client sends Bearer $ASSAY_API_KEY", async () => {
 
 describe("errors the server produces", () => {
   test("422 names the item and field (UnprocessableEntityError)", async () => {
-    const error = await client.detect({ generatedText: ANSWER, config: {} }).catch((caught: unknown) => caught);
+    const error = await client
+      .detect({ generatedText: ANSWER, config: {} })
+      .catch((caught: unknown) => caught);
     assert.ok(error instanceof UnprocessableEntityError, String(error));
     assert.equal(error.status, 422);
     assert.match(error.message, /^422 \[0\]\.config/);
@@ -146,7 +168,12 @@ describe("errors the server produces", () => {
   });
 
   test("an unknown camelCase option reaches the server renamed, and is rejected by name", async () => {
-    const params = { generatedText: ANSWER, userQuery: QUESTION, config: { output_relevance: {} }, explainAll: true };
+    const params = {
+      generatedText: ANSWER,
+      userQuery: QUESTION,
+      config: { output_relevance: {} },
+      explainAll: true,
+    };
     await assert.rejects(client.detect(params), (error: unknown) => {
       assert.ok(error instanceof UnprocessableEntityError);
       assert.match(error.message, /explain_all/);
@@ -156,15 +183,23 @@ describe("errors the server produces", () => {
 
   test("a detector that needs a missing input is a 422 naming it", async () => {
     await assert.rejects(
-      client.detect({ generatedText: ANSWER, config: { completeness: { detector_name: "default" } } }),
-      (error: unknown) => error instanceof UnprocessableEntityError && /context/.test(error.message),
+      client.detect({
+        generatedText: ANSWER,
+        config: { completeness: { detector_name: "default" } },
+      }),
+      (error: unknown) =>
+        error instanceof UnprocessableEntityError && /context/.test(error.message),
     );
   });
 
   test("400 for a body nested too deeply (BadRequestError)", async () => {
     let nested: unknown = "deep";
     for (let level = 0; level < 40; level++) nested = [nested];
-    const item = { generated_text: ANSWER, user_query: QUESTION, config: { output_relevance: { extra: nested } } };
+    const item = {
+      generated_text: ANSWER,
+      user_query: QUESTION,
+      config: { output_relevance: { extra: nested } },
+    };
     await assert.rejects(client.inference.detect([item as DetectRequestItem]), (error: unknown) => {
       assert.ok(error instanceof BadRequestError, String(error));
       assert.equal(error.status, 400);
@@ -176,19 +211,28 @@ describe("errors the server produces", () => {
   test("401 without an authHeader says how to pass one (AuthenticationError)", async () => {
     delete process.env["ASSAY_API_KEY"];
     const anonymous = new Client({ baseURL: server.url });
-    await assert.rejects(anonymous.detect(ANSWER, null, QUESTION, { output_relevance: {} }), (error: unknown) => {
-      assert.ok(error instanceof AuthenticationError, String(error));
-      assert.match(error.message, /^401 missing Authorization header/);
-      assert.match(error.message, /new Client\(\{ authHeader: 'Bearer <key>' \}\)/);
-      return true;
-    });
+    await assert.rejects(
+      anonymous.detect(ANSWER, null, QUESTION, { output_relevance: {} }),
+      (error: unknown) => {
+        assert.ok(error instanceof AuthenticationError, String(error));
+        assert.match(error.message, /^401 missing Authorization header/);
+        assert.match(error.message, /new Client\(\{ authHeader: 'Bearer <key>' \}\)/);
+        return true;
+      },
+    );
   });
 
   test("401 for a key built from an unset variable points at the variable", async () => {
-    const unset = new Client({ baseURL: server.url, authHeader: `Bearer ${process.env["ASSAY_TS_NO_SUCH_VARIABLE"]}` });
+    const unset = new Client({
+      baseURL: server.url,
+      authHeader: `Bearer ${process.env["ASSAY_TS_NO_SUCH_VARIABLE"]}`,
+    });
     await assert.rejects(unset.jobs.retrieve("any"), (error: unknown) => {
       assert.ok(error instanceof AuthenticationError);
-      assert.match(error.message, /^401 invalid API key.*"Bearer undefined": the variable it was built from is unset/);
+      assert.match(
+        error.message,
+        /^401 invalid API key.*"Bearer undefined": the variable it was built from is unset/,
+      );
       return true;
     });
   });
@@ -202,7 +246,11 @@ describe("errors the server produces", () => {
   });
 
   test("413 for a batch over the server's limit (PayloadTooLargeError)", async () => {
-    const item: DetectRequestItem = { generated_text: ANSWER, user_query: QUESTION, config: { output_relevance: {} } };
+    const item: DetectRequestItem = {
+      generated_text: ANSWER,
+      user_query: QUESTION,
+      config: { output_relevance: {} },
+    };
     const batch = Array.from({ length: MAX_BATCH_ITEMS + 1 }, () => item);
     await assert.rejects(client.inference.detect(batch), (error: unknown) => {
       assert.ok(error instanceof PayloadTooLargeError, String(error));
@@ -213,9 +261,13 @@ describe("errors the server produces", () => {
 });
 
 test("src/wire.ts matches the live server's OpenAPI document", () => {
-  const check = spawnSync(PYTHON, [join(PACKAGE_ROOT, "scripts", "generate_types.py"), "--check", "--url", server.url], {
-    encoding: "utf-8",
-    timeout: 120_000,
-  });
+  const check = spawnSync(
+    PYTHON,
+    [join(PACKAGE_ROOT, "scripts", "generate_types.py"), "--check", "--url", server.url],
+    {
+      encoding: "utf-8",
+      timeout: 120_000,
+    },
+  );
   assert.equal(check.status, 0, check.stderr);
 });

@@ -44,7 +44,12 @@ describe("toRequestItem", () => {
   });
 
   test("drops undefined fields (the positional form's gaps) but keeps explicit nulls", () => {
-    const item = toRequestItem({ generatedText: "a", userQuery: undefined, context: null, config: { completeness: {} } });
+    const item = toRequestItem({
+      generatedText: "a",
+      userQuery: undefined,
+      context: null,
+      config: { completeness: {} },
+    });
     assert.deepEqual(item, { generated_text: "a", context: null, config: { completeness: {} } });
   });
 
@@ -55,10 +60,18 @@ describe("toRequestItem", () => {
 
 describe("retry policy", () => {
   test("retries busy and failing servers, not bad requests", () => {
-    assert.deepEqual(
-      [400, 401, 404, 408, 409, 413, 422, 429, 500, 503].map(isRetryableStatus),
-      [false, false, false, true, true, false, false, true, true, true],
-    );
+    assert.deepEqual([400, 401, 404, 408, 409, 413, 422, 429, 500, 503].map(isRetryableStatus), [
+      false,
+      false,
+      false,
+      true,
+      true,
+      false,
+      false,
+      true,
+      true,
+      true,
+    ]);
   });
 
   test("retry-after in seconds, fractions, milliseconds and as an HTTP date", () => {
@@ -66,7 +79,10 @@ describe("retry policy", () => {
     assert.equal(retryAfterMs(new Headers({ "retry-after": "0.25" })), 250);
     assert.equal(retryAfterMs(new Headers({ "retry-after-ms": "40", "retry-after": "9" })), 40);
     const now = Date.parse("2026-01-01T00:00:00Z");
-    assert.equal(retryAfterMs(new Headers({ "retry-after": "Thu, 01 Jan 2026 00:00:03 GMT" }), now), 3000);
+    assert.equal(
+      retryAfterMs(new Headers({ "retry-after": "Thu, 01 Jan 2026 00:00:03 GMT" }), now),
+      3000,
+    );
   });
 
   test("unusable retry-after values are ignored", () => {
@@ -77,13 +93,19 @@ describe("retry policy", () => {
   });
 
   test("the server's retry-after wins over backoff", () => {
-    assert.equal(retryDelayMs(5, new Headers({ "retry-after": "2" }), () => 0.5), 2000);
+    assert.equal(
+      retryDelayMs(5, new Headers({ "retry-after": "2" }), () => 0.5),
+      2000,
+    );
   });
 
   test("backoff doubles from 500 ms up to 8 s, with up to a quarter of jitter below", () => {
     const highest = [0, 1, 2, 3, 4, 5, 6].map((retry) => retryDelayMs(retry, undefined, () => 0));
     assert.deepEqual(highest, [500, 1000, 2000, 4000, 8000, 8000, 8000]);
-    assert.equal(retryDelayMs(1, undefined, () => 0.999999), 1000 * (1 - 0.25 * 0.999999));
+    assert.equal(
+      retryDelayMs(1, undefined, () => 0.999999),
+      1000 * (1 - 0.25 * 0.999999),
+    );
     const spread = new Set(Array.from({ length: 20 }, () => retryDelayMs(2, new Headers())));
     assert.ok(spread.size > 1, "jitter spreads retries out");
     for (const delay of spread) assert.ok(delay > 1500 && delay <= 2000, String(delay));
@@ -107,14 +129,29 @@ describe("Client options", () => {
     assert.equal(new Client().baseURL, "http://client.example:1");
     process.env["ASSAY_BASE_URL"] = "https://assay.example";
     assert.equal(new Client().baseURL, "https://assay.example");
-    assert.equal(new Client({ baseURL: "http://given.example:2/api//" }).baseURL, "http://given.example:2/api");
+    assert.equal(
+      new Client({ baseURL: "http://given.example:2/api//" }).baseURL,
+      "http://given.example:2/api",
+    );
   });
 
   test("bad options are errors naming the option", () => {
-    assert.throws(() => new Client({ baseURL: "localhost:8000" }), /baseURL: "localhost:8000" must start with http/);
-    assert.throws(() => new Client({ baseURL: "not a url" }), /baseURL: "not a url" is not an absolute URL/);
-    assert.throws(() => new Client({ timeout: -1 }), /timeout: expected a non-negative number, got -1/);
-    assert.throws(() => new Client({ maxRetries: 1.5 }), /maxRetries: expected a non-negative integer, got 1.5/);
+    assert.throws(
+      () => new Client({ baseURL: "localhost:8000" }),
+      /baseURL: "localhost:8000" must start with http/,
+    );
+    assert.throws(
+      () => new Client({ baseURL: "not a url" }),
+      /baseURL: "not a url" is not an absolute URL/,
+    );
+    assert.throws(
+      () => new Client({ timeout: -1 }),
+      /timeout: expected a non-negative number, got -1/,
+    );
+    assert.throws(
+      () => new Client({ maxRetries: 1.5 }),
+      /maxRetries: expected a non-negative integer, got 1.5/,
+    );
     assert.throws(() => new Client({ maxRetries: Number.NaN }), AssayError);
   });
 
@@ -128,14 +165,26 @@ describe("Client options", () => {
 describe("detectorResult", () => {
   test("returns a result, throws DetectorFailedError for an error object, and names what is present", () => {
     const result = { instructions_list: [], score: 0.5 };
-    const item = { output_relevance: result, completeness: { error: true as const, kind: "timeout", message: "judge took too long" } };
+    const item = {
+      output_relevance: result,
+      completeness: { error: true as const, kind: "timeout", message: "judge took too long" },
+    };
     assert.equal(detectorResult(item, "output_relevance"), result);
-    assert.throws(() => detectorResult(item, "completeness"), (error: unknown) => {
-      assert.ok(error instanceof DetectorFailedError);
-      assert.equal(error.kind, "timeout");
-      assert.equal(error.message, 'detector "completeness" failed (timeout): judge took too long');
-      return true;
-    });
-    assert.throws(() => detectorResult(item, "toxicity"), /no result for detector "toxicity" \(present: output_relevance, completeness\)/);
+    assert.throws(
+      () => detectorResult(item, "completeness"),
+      (error: unknown) => {
+        assert.ok(error instanceof DetectorFailedError);
+        assert.equal(error.kind, "timeout");
+        assert.equal(
+          error.message,
+          'detector "completeness" failed (timeout): judge took too long',
+        );
+        return true;
+      },
+    );
+    assert.throws(
+      () => detectorResult(item, "toxicity"),
+      /no result for detector "toxicity" \(present: output_relevance, completeness\)/,
+    );
   });
 });

@@ -25,7 +25,11 @@ export function freePort(): Promise<number> {
     probe.once("error", reject);
     probe.listen(0, "127.0.0.1", () => {
       const address = probe.address();
-      probe.close(() => (typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port"))));
+      probe.close(() =>
+        typeof address === "object" && address
+          ? resolve(address.port)
+          : reject(new Error("no port")),
+      );
     });
   });
 }
@@ -43,7 +47,11 @@ export interface AssayServer {
  * @param extraArgs more `assay serve` options, e.g. ["--max-batch-items", "2"].
  * @param timeoutMs how long start-up (migrations, loading the judge) may take.
  */
-export async function startServer(apiKeys: string[], extraArgs: string[] = [], timeoutMs = 180_000): Promise<AssayServer> {
+export async function startServer(
+  apiKeys: string[],
+  extraArgs: string[] = [],
+  timeoutMs = 180_000,
+): Promise<AssayServer> {
   const folder = mkdtempSync(join(tmpdir(), "assay-ts-"));
   const logPath = join(folder, "server.log");
   const port = await freePort();

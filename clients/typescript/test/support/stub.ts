@@ -26,7 +26,12 @@ export interface Stub {
 }
 
 /** Answer with a JSON body. */
-export function sendJSON(response: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+export function sendJSON(
+  response: ServerResponse,
+  status: number,
+  body: unknown,
+  headers: Record<string, string> = {},
+): void {
   response.writeHead(status, { "content-type": "application/json", ...headers });
   response.end(JSON.stringify(body));
 }
