@@ -57,11 +57,12 @@ function sleep(milliseconds: number, signal: AbortSignal | undefined): Promise<v
   });
 }
 
-function parseBody(text: string): unknown {
+/** The body as JSON, or undefined when it is not JSON (an HTML error page, say). */
+function parseJSON(text: string): { json: unknown } | undefined {
   try {
-    return JSON.parse(text);
+    return { json: JSON.parse(text) };
   } catch {
-    return text;
+    return undefined;
   }
 }
 
@@ -126,17 +127,18 @@ async function attempt<T>(
   } finally {
     clearTimeout(timer);
   }
-  const parsed = parseBody(text);
+  const parsed = parseJSON(text);
   if (response.ok) {
-    if (typeof parsed === "string") {
+    if (parsed === undefined) {
       throw new AssayError(
         `${method} ${url}: the server answered ${response.status} with a body that is not JSON`,
       );
     }
-    return { value: parsed as T };
+    return { value: parsed.json as T };
   }
   const hint = response.status === 401 ? transport.authHint : "";
-  const error: APIError = errorForResponse(response.status, parsed, response.headers, hint);
+  const body = parsed === undefined ? text : parsed.json;
+  const error: APIError = errorForResponse(response.status, body, response.headers, hint);
   if (!isRetryableStatus(response.status)) throw error;
   return { error, headers: response.headers };
 }
