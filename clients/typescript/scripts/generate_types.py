@@ -147,7 +147,20 @@ def render(document: dict[str, Any]) -> str:
     blocks = [
         render_interface(name, schemas[name], SCHEMAS[name], sources[name]) for name in SCHEMAS
     ]
+    blocks.append(render_field_lists(schemas))
     return header + "\n" + "\n\n".join(blocks) + "\n"
+
+
+def render_field_lists(schemas: dict[str, dict[str, Any]]) -> str:
+    """`WIRE_FIELDS`: each interface's field names at run time (types vanish when compiled), so
+    tests can hold real answers against them; `satisfies` ties each list to its interface."""
+    lines = ["/** The field names of each interface above, for checks at run time. */"]
+    lines.append("export const WIRE_FIELDS = {")
+    for name, schema in schemas.items():
+        fields = ", ".join(json.dumps(field) for field in schema.get("properties", {}))
+        lines.append(f"  {name}: [{fields}] as const satisfies readonly (keyof {name})[],")
+    lines.append("};")
+    return "\n".join(lines)
 
 
 def main(arguments: list[str]) -> int:

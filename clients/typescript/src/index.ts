@@ -29,4 +29,6 @@ export type {
   InstructionResult,
 } from "./wire.js";
 
+export { WIRE_FIELDS } from "./wire.js";
+
 export default Client;

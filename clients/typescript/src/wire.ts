@@ -122,3 +122,13 @@ export interface ErrorBody {
   message: string;
   status: number;
 }
+
+/** The field names of each interface above, for checks at run time. */
+export const WIRE_FIELDS = {
+  DetectorConfig: ["detector_name", "explain", "judge"] as const satisfies readonly (keyof DetectorConfig)[],
+  DetectRequestItem: ["user_query", "context", "generated_text", "config", "instructions", "publish", "async_mode", "application_name", "model_name", "must_compute"] as const satisfies readonly (keyof DetectRequestItem)[],
+  InstructionResult: ["explanation", "follow_probability", "instruction", "label"] as const satisfies readonly (keyof InstructionResult)[],
+  DetectorResult: ["instructions_list", "score"] as const satisfies readonly (keyof DetectorResult)[],
+  DetectorError: ["error", "kind", "message"] as const satisfies readonly (keyof DetectorError)[],
+  ErrorBody: ["message", "status"] as const satisfies readonly (keyof ErrorBody)[],
+};

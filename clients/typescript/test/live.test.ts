@@ -20,6 +20,7 @@ import Client, {
   type DetectorResult,
   type DetectRequestItem,
   type JobStatus,
+  WIRE_FIELDS,
 } from "@assay/client";
 
 import { PACKAGE_ROOT, PYTHON, startServer, type AssayServer } from "./support/server.js";
@@ -41,10 +42,15 @@ after(async () => {
   await server?.stop();
 });
 
-/** The checks every detector result must pass, whatever the judge decided. */
+/** The checks every detector result must pass, whatever the judge decided. Its fields are
+ * exactly those of the generated types: the server's actual answers are held against them. */
 function assertWellFormed(result: DetectorResult, instructions: number): void {
+  assert.deepEqual(Object.keys(result).sort(), [...WIRE_FIELDS.DetectorResult].sort());
   assert.equal(result.instructions_list.length, instructions);
   for (const verdict of result.instructions_list) {
+    assert.deepEqual(Object.keys(verdict).sort(), [...WIRE_FIELDS.InstructionResult].sort());
+    assert.equal(typeof verdict.explanation, "string");
+    assert.equal(typeof verdict.instruction, "string");
     assert.equal(verdict.label, verdict.follow_probability >= 0.5);
     assert.ok(verdict.follow_probability >= 0 && verdict.follow_probability <= 1);
   }
