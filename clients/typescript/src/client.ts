@@ -53,16 +53,16 @@ function checkedBaseURL(value: string): string {
   return value.replace(/\/+$/, "");
 }
 
-function checkedCount(name: string, value: number, integer: boolean): number {
-  if (
-    typeof value !== "number" ||
-    !Number.isFinite(value) ||
-    value < 0 ||
-    (integer && !Number.isInteger(value))
-  ) {
-    throw new AssayError(
-      `${name}: expected a non-negative ${integer ? "integer" : "number"}, got ${String(value)}`,
-    );
+/** `value` if it is a finite number, above zero (timeouts) or a whole number >= 0 (retries). */
+function checkedOption(name: "timeout" | "maxRetries", value: number): number {
+  const wholeCount = name === "maxRetries";
+  const valid =
+    typeof value === "number" &&
+    Number.isFinite(value) &&
+    (wholeCount ? Number.isInteger(value) && value >= 0 : value > 0);
+  if (!valid) {
+    const expected = wholeCount ? "a whole number >= 0" : "a number of milliseconds > 0";
+    throw new AssayError(`${name}: expected ${expected}, got ${String(value)}`);
   }
   return value;
 }
@@ -143,8 +143,8 @@ export class Client {
         environment("CLIENT_BASE_URL") ??
         DEFAULT_BASE_URL,
     );
-    this.timeout = checkedCount("timeout", options.timeout ?? DEFAULT_TIMEOUT_MS, false);
-    this.maxRetries = checkedCount("maxRetries", options.maxRetries ?? DEFAULT_MAX_RETRIES, true);
+    this.timeout = checkedOption("timeout", options.timeout ?? DEFAULT_TIMEOUT_MS);
+    this.maxRetries = checkedOption("maxRetries", options.maxRetries ?? DEFAULT_MAX_RETRIES);
     this.transport = {
       baseURL: this.baseURL,
       authHeader,

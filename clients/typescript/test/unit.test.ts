@@ -146,13 +146,16 @@ describe("Client options", () => {
     );
     assert.throws(
       () => new Client({ timeout: -1 }),
-      /timeout: expected a non-negative number, got -1/,
+      /timeout: expected a number of milliseconds > 0, got -1/,
     );
     assert.throws(
       () => new Client({ maxRetries: 1.5 }),
-      /maxRetries: expected a non-negative integer, got 1.5/,
+      /maxRetries: expected a whole number >= 0, got 1.5/,
     );
     assert.throws(() => new Client({ maxRetries: Number.NaN }), AssayError);
+    // A zero timeout would fail every request; zero retries is a fine choice.
+    assert.throws(() => new Client({ timeout: 0 }), /timeout: expected .* got 0/);
+    assert.equal(new Client({ maxRetries: 0 }).maxRetries, 0);
   });
 
   test("defaults: 60 s per attempt, 2 retries", () => {
