@@ -64,6 +64,10 @@ export async function startServer(
     stdio: ["ignore", log, log],
   });
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  // Should the test process end without reaching its after() hook, take the server with it.
+  const orphanGuard = () => child.kill("SIGKILL");
+  process.once("exit", orphanGuard);
+  void exited.then(() => process.removeListener("exit", orphanGuard));
   const tail = () => readFileSync(logPath, "utf-8").slice(-2000);
   const stop = async () => {
     if (child.exitCode === null && child.signalCode === null) {
