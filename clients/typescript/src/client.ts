@@ -1,0 +1,196 @@
+/**
+ * `Client`: the Assay server's API in TypeScript, shaped like AIMon's client so that its
+ * published snippets run against Assay with only the import line changed.
+ */
+
+import { AssayError } from "./errors.js";
+import {
+  toRequestItem,
+  type DetectConfig,
+  type DetectOptions,
+  type DetectParams,
+} from "./params.js";
+import type { DetectResponseItem, JobStatus } from "./results.js";
+import { requestJSON, type RequestOptions, type Transport } from "./transport.js";
+import type { DetectRequestItem } from "./wire.js";
+
+/** Where the client looks for the server when `baseURL` is not given. */
+export const DEFAULT_BASE_URL = "http://127.0.0.1:8000";
+/** Milliseconds each attempt may take by default (the judge may run on a CPU). */
+export const DEFAULT_TIMEOUT_MS = 60_000;
+/** Retries after the first attempt by default. */
+export const DEFAULT_MAX_RETRIES = 2;
+
+/** How to reach the server. */
+export interface ClientOptions {
+  /** `Authorization` header value, e.g. `Bearer <key>`; default `Bearer $ASSAY_API_KEY` when
+   * that is set, else none (fine for a server run with `--no-auth`). */
+  authHeader?: string;
+  /** Server root; default `$ASSAY_BASE_URL`, then `$CLIENT_BASE_URL`, then
+   * `http://127.0.0.1:8000`. */
+  baseURL?: string;
+  /** Milliseconds each attempt may take (default 60000). */
+  timeout?: number;
+  /** Retries on 408/409/429/5xx, timeouts and connection errors (default 2). */
+  maxRetries?: number;
+}
+
+function environment(name: string): string | undefined {
+  const value = typeof process === "undefined" ? undefined : process.env[name];
+  return value?.trim() ? value.trim() : undefined;
+}
+
+function checkedBaseURL(value: string): string {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new AssayError(`baseURL: ${JSON.stringify(value)} is not an absolute URL`);
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") {
+    throw new AssayError(`baseURL: ${JSON.stringify(value)} must start with http:// or https://`);
+  }
+  return value.replace(/\/+$/, "");
+}
+
+/** `value` if it is a finite number, above zero (timeouts) or a whole number >= 0 (retries). */
+function checkedOption(name: "timeout" | "maxRetries", value: number): number {
+  const wholeCount = name === "maxRetries";
+  const valid =
+    typeof value === "number" &&
+    Number.isFinite(value) &&
+    (wholeCount ? Number.isInteger(value) && value >= 0 : value > 0);
+  if (!valid) {
+    const expected = wholeCount ? "a whole number >= 0" : "a number of milliseconds > 0";
+    throw new AssayError(`${name}: expected ${expected}, got ${String(value)}`);
+  }
+  return value;
+}
+
+/** Advice added to a 401, depending on what the client sent. */
+function authHint(authHeader: string | undefined): string {
+  if (authHeader === undefined) {
+    return " (this client sent no Authorization header: pass new Client({ authHeader: 'Bearer <key>' }) or set ASSAY_API_KEY)";
+  }
+  if (/\b(undefined|null)$/.test(authHeader.trim())) {
+    return ` (authHeader is ${JSON.stringify(authHeader)}: the variable it was built from is unset)`;
+  }
+  return "";
+}
+
+/** `client.inference`: the raw `/v2/detect` call, taking wire (snake_case) items. */
+export class Inference {
+  constructor(private readonly transport: Transport) {}
+
+  /**
+   * Score items with the detectors named in each item's `config`.
+   *
+   * @param body request items in the wire's snake_case (a single item is sent as a list).
+   * @param options per-request timeout, retries or abort signal.
+   * @returns one response item per request item, in order.
+   */
+  detect(
+    body: DetectRequestItem[] | DetectRequestItem,
+    options?: RequestOptions,
+  ): Promise<DetectResponseItem[]> {
+    const items = Array.isArray(body) ? body : [body];
+    return requestJSON<DetectResponseItem[]>(this.transport, "POST", "/v2/detect", items, options);
+  }
+}
+
+/** `client.jobs`: the state of items sent with `asyncMode`. */
+export class Jobs {
+  constructor(private readonly transport: Transport) {}
+
+  /**
+   * One job's state and, once done, its results.
+   *
+   * @param jobId the `job_id` from the async item's acceptance.
+   * @param options per-request timeout, retries or abort signal.
+   * @throws NotFoundError when the server knows no such job.
+   */
+  retrieve(jobId: string, options?: RequestOptions): Promise<JobStatus> {
+    return requestJSON<JobStatus>(
+      this.transport,
+      "GET",
+      `/v1/jobs/${encodeURIComponent(jobId)}`,
+      undefined,
+      options,
+    );
+  }
+}
+
+/** A client for one Assay server. */
+export class Client {
+  readonly baseURL: string;
+  readonly timeout: number;
+  readonly maxRetries: number;
+  readonly inference: Inference;
+  readonly jobs: Jobs;
+  private readonly transport: Transport;
+
+  /**
+   * @param options how to reach the server; see `ClientOptions`. Bad values throw AssayError
+   *   naming the option.
+   */
+  constructor(options: ClientOptions = {}) {
+    const authHeader =
+      options.authHeader ??
+      (environment("ASSAY_API_KEY") ? `Bearer ${environment("ASSAY_API_KEY")}` : undefined);
+    this.baseURL = checkedBaseURL(
+      options.baseURL ??
+        environment("ASSAY_BASE_URL") ??
+        environment("CLIENT_BASE_URL") ??
+        DEFAULT_BASE_URL,
+    );
+    this.timeout = checkedOption("timeout", options.timeout ?? DEFAULT_TIMEOUT_MS);
+    this.maxRetries = checkedOption("maxRetries", options.maxRetries ?? DEFAULT_MAX_RETRIES);
+    this.transport = {
+      baseURL: this.baseURL,
+      authHeader,
+      timeout: this.timeout,
+      maxRetries: this.maxRetries,
+      authHint: authHint(authHeader),
+    };
+    this.inference = new Inference(this.transport);
+    this.jobs = new Jobs(this.transport);
+  }
+
+  /**
+   * Score one response, given as an object (camelCase) ...
+   *
+   * @param params `{ generatedText, userQuery?, context?, config, instructions?, publish?,
+   *   asyncMode?, applicationName?, modelName?, mustCompute? }`.
+   * @returns a one-element list, as `/v2/detect` answers.
+   */
+  detect(params: DetectParams): Promise<DetectResponseItem[]>;
+  /**
+   * ... or positionally.
+   *
+   * @param generatedText the response being judged.
+   * @param context background documents (string or list), or null.
+   * @param userQuery the question, or null.
+   * @param config which detectors to run.
+   * @param options the rest of the item (instructions, publish, asyncMode, ...).
+   */
+  detect(
+    generatedText: string,
+    context?: string | string[] | null,
+    userQuery?: string | null,
+    config?: DetectConfig,
+    options?: DetectOptions,
+  ): Promise<DetectResponseItem[]>;
+  detect(
+    first: DetectParams | string,
+    context?: string | string[] | null,
+    userQuery?: string | null,
+    config?: DetectConfig,
+    options: DetectOptions = {},
+  ): Promise<DetectResponseItem[]> {
+    const params: DetectParams =
+      typeof first === "string"
+        ? { ...options, generatedText: first, context, userQuery, config: config as DetectConfig }
+        : first;
+    return this.inference.detect([toRequestItem(params)]);
+  }
+}

@@ -1,0 +1,34 @@
+/**
+ * TypeScript client for the Assay server: `import Client from "@assay/client"`.
+ */
+
+import { Client } from "./client.js";
+
+export {
+  Client,
+  Inference,
+  Jobs,
+  DEFAULT_BASE_URL,
+  DEFAULT_MAX_RETRIES,
+  DEFAULT_TIMEOUT_MS,
+} from "./client.js";
+export type { ClientOptions } from "./client.js";
+export * from "./errors.js";
+export type { DetectConfig, DetectOptions, DetectParams } from "./params.js";
+export { toRequestItem } from "./params.js";
+export { detectorResult, isAsyncAccepted, isDetectorError } from "./results.js";
+export type { AsyncAccepted, DetectorOutcome, DetectResponseItem, JobStatus } from "./results.js";
+export { isRetryableStatus, retryAfterMs, retryDelayMs } from "./retry.js";
+export type { RequestOptions } from "./transport.js";
+export type {
+  DetectorConfig,
+  DetectorError,
+  DetectorResult,
+  DetectRequestItem,
+  ErrorBody,
+  InstructionResult,
+} from "./wire.js";
+
+export { WIRE_FIELDS } from "./wire.js";
+
+export default Client;

@@ -1,0 +1,155 @@
+/**
+ * One JSON request over `fetch`, with a per-attempt timeout and retries.
+ */
+
+import {
+  APIConnectionError,
+  APITimeoutError,
+  AssayError,
+  errorForResponse,
+  type APIError,
+} from "./errors.js";
+import { isRetryableStatus, retryDelayMs } from "./retry.js";
+
+/** Options that can be set per request, overriding the client's. */
+export interface RequestOptions {
+  /** Milliseconds to wait for each attempt's full answer before giving up on it. */
+  timeout?: number;
+  /** Retries after the first attempt (on 408/409/429/5xx, timeouts and connection errors). */
+  maxRetries?: number;
+  /** Aborts the request (and any wait before a retry) when signalled; not retried. */
+  signal?: AbortSignal;
+}
+
+/** Everything a request needs; built by the client from its own settings. */
+export interface Transport {
+  /** Server root without a trailing slash, e.g. `http://127.0.0.1:8000`. */
+  baseURL: string;
+  /** Value of the `Authorization` header, or undefined to send none. */
+  authHeader: string | undefined;
+  timeout: number;
+  maxRetries: number;
+  /** Added to the message of a 401, e.g. advice on passing `authHeader`. */
+  authHint: string;
+}
+
+/** An attempt that failed in a way worth retrying, and the response headers if any. */
+interface Retryable {
+  error: AssayError;
+  headers: Headers | undefined;
+}
+
+function sleep(milliseconds: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) {
+      reject(signal.reason);
+      return;
+    }
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal?.reason);
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve();
+    }, milliseconds);
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+/** The body as JSON, or undefined when it is not JSON (an HTML error page, say). */
+function parseJSON(text: string): { json: unknown } | undefined {
+  try {
+    return { json: JSON.parse(text) };
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Send one request and return the parsed JSON answer.
+ *
+ * @param transport connection settings.
+ * @param method HTTP method.
+ * @param path path below the base URL, starting with `/`.
+ * @param body JSON-serialisable request body, or undefined for none.
+ * @param options per-request overrides.
+ * @throws APIError subclasses for error statuses, APIConnectionError / APITimeoutError when
+ *   no answer came, after the retries are used up.
+ */
+export async function requestJSON<T>(
+  transport: Transport,
+  method: string,
+  path: string,
+  body: unknown,
+  options: RequestOptions = {},
+): Promise<T> {
+  const maxRetries = options.maxRetries ?? transport.maxRetries;
+  const url = transport.baseURL + path;
+  const headers: Record<string, string> = { accept: "application/json" };
+  if (body !== undefined) headers["content-type"] = "application/json";
+  if (transport.authHeader !== undefined) headers["authorization"] = transport.authHeader;
+  const payload = body === undefined ? undefined : JSON.stringify(body);
+  for (let retry = 0; ; retry++) {
+    const outcome = await attempt<T>(transport, url, method, headers, payload, options);
+    if (!("error" in outcome)) return outcome.value;
+    if (retry >= maxRetries) throw outcome.error;
+    await sleep(retryDelayMs(retry, outcome.headers), options.signal);
+  }
+}
+
+async function attempt<T>(
+  transport: Transport,
+  url: string,
+  method: string,
+  headers: Record<string, string>,
+  payload: string | undefined,
+  options: RequestOptions,
+): Promise<{ value: T } | Retryable> {
+  const timeout = options.timeout ?? transport.timeout;
+  const controller = new AbortController();
+  const timer = setTimeout(() => controller.abort(), timeout);
+  // The caller's signal cancels for good; our own timeout only ends this attempt.
+  const signal = options.signal
+    ? AbortSignal.any([options.signal, controller.signal])
+    : controller.signal;
+  let response: Response;
+  let text: string;
+  try {
+    response = await fetch(url, { method, headers, body: payload, signal });
+    text = await response.text();
+  } catch (cause) {
+    if (options.signal?.aborted) throw options.signal.reason;
+    const error = controller.signal.aborted
+      ? new APITimeoutError(`${method} ${url}: no answer within ${timeout} ms`, cause)
+      : new APIConnectionError(`${method} ${url}: ${describe(cause)}`, cause);
+    return { error, headers: undefined };
+  } finally {
+    clearTimeout(timer);
+  }
+  const parsed = parseJSON(text);
+  if (response.ok) {
+    if (parsed === undefined) {
+      throw new AssayError(
+        `${method} ${url}: the server answered ${response.status} with a body that is not JSON`,
+      );
+    }
+    return { value: parsed.json as T };
+  }
+  const hint = response.status === 401 ? transport.authHint : "";
+  const body = parsed === undefined ? text : parsed.json;
+  const error: APIError = errorForResponse(response.status, body, response.headers, hint);
+  if (!isRetryableStatus(response.status)) throw error;
+  return { error, headers: response.headers };
+}
+
+/** A readable reason from a `fetch` failure, whose useful part hides in `cause`. */
+function describe(error: unknown): string {
+  if (!(error instanceof Error)) return String(error);
+  const cause = error.cause;
+  if (cause instanceof Error) {
+    const code = (cause as { code?: unknown }).code;
+    return `${error.message} (${typeof code === "string" ? `${code}: ` : ""}${cause.message})`;
+  }
+  return error.message;
+}

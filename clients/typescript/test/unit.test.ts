@@ -1,0 +1,193 @@
+/**
+ * Plain functions: the camelCase mapping, the retry policy, and option checks.
+ */
+
+import assert from "node:assert/strict";
+import { afterEach, describe, test } from "node:test";
+
+import Client, {
+  AssayError,
+  DetectorFailedError,
+  detectorResult,
+  isRetryableStatus,
+  retryAfterMs,
+  retryDelayMs,
+  toRequestItem,
+} from "@assay/client";
+
+describe("toRequestItem", () => {
+  test("renames top-level camelCase keys and leaves config's contents alone", () => {
+    const item = toRequestItem({
+      userQuery: "q",
+      generatedText: "a",
+      context: ["d1", "d2"],
+      config: { output_relevance: { detector_name: "default", explain: true } },
+      asyncMode: true,
+      applicationName: "app",
+      modelName: "m",
+      mustCompute: "ignore_failures",
+      publish: true,
+      instructions: "be brief",
+    });
+    assert.deepEqual(item, {
+      user_query: "q",
+      generated_text: "a",
+      context: ["d1", "d2"],
+      config: { output_relevance: { detector_name: "default", explain: true } },
+      async_mode: true,
+      application_name: "app",
+      model_name: "m",
+      must_compute: "ignore_failures",
+      publish: true,
+      instructions: "be brief",
+    });
+  });
+
+  test("drops undefined fields (the positional form's gaps) but keeps explicit nulls", () => {
+    const item = toRequestItem({
+      generatedText: "a",
+      userQuery: undefined,
+      context: null,
+      config: { completeness: {} },
+    });
+    assert.deepEqual(item, { generated_text: "a", context: null, config: { completeness: {} } });
+  });
+
+  test("rejects a non-object with a message showing the expected shape", () => {
+    assert.throws(() => toRequestItem(["a"] as never), /expected an object like \{ generatedText/);
+  });
+});
+
+describe("retry policy", () => {
+  test("retries busy and failing servers, not bad requests", () => {
+    assert.deepEqual([400, 401, 404, 408, 409, 413, 422, 429, 500, 503].map(isRetryableStatus), [
+      false,
+      false,
+      false,
+      true,
+      true,
+      false,
+      false,
+      true,
+      true,
+      true,
+    ]);
+  });
+
+  test("retry-after in seconds, fractions, milliseconds and as an HTTP date", () => {
+    assert.equal(retryAfterMs(new Headers({ "retry-after": "1" })), 1000);
+    assert.equal(retryAfterMs(new Headers({ "retry-after": "0.25" })), 250);
+    assert.equal(retryAfterMs(new Headers({ "retry-after-ms": "40", "retry-after": "9" })), 40);
+    const now = Date.parse("2026-01-01T00:00:00Z");
+    assert.equal(
+      retryAfterMs(new Headers({ "retry-after": "Thu, 01 Jan 2026 00:00:03 GMT" }), now),
+      3000,
+    );
+  });
+
+  test("unusable retry-after values are ignored", () => {
+    for (const value of ["soon", "-1", "3600", ""]) {
+      assert.equal(retryAfterMs(new Headers({ "retry-after": value })), undefined, value);
+    }
+    assert.equal(retryAfterMs(undefined), undefined);
+  });
+
+  test("the server's retry-after wins over backoff", () => {
+    assert.equal(
+      retryDelayMs(5, new Headers({ "retry-after": "2" }), () => 0.5),
+      2000,
+    );
+  });
+
+  test("backoff doubles from 500 ms up to 8 s, with up to a quarter of jitter below", () => {
+    const highest = [0, 1, 2, 3, 4, 5, 6].map((retry) => retryDelayMs(retry, undefined, () => 0));
+    assert.deepEqual(highest, [500, 1000, 2000, 4000, 8000, 8000, 8000]);
+    assert.equal(
+      retryDelayMs(1, undefined, () => 0.999999),
+      1000 * (1 - 0.25 * 0.999999),
+    );
+    const spread = new Set(Array.from({ length: 20 }, () => retryDelayMs(2, new Headers())));
+    assert.ok(spread.size > 1, "jitter spreads retries out");
+    for (const delay of spread) assert.ok(delay > 1500 && delay <= 2000, String(delay));
+  });
+});
+
+describe("Client options", () => {
+  const saved = { ...process.env };
+  afterEach(() => {
+    for (const name of ["ASSAY_BASE_URL", "CLIENT_BASE_URL", "ASSAY_API_KEY"]) {
+      if (saved[name] === undefined) delete process.env[name];
+      else process.env[name] = saved[name];
+    }
+  });
+
+  test("baseURL: the option, then $ASSAY_BASE_URL, then $CLIENT_BASE_URL, then 127.0.0.1:8000", () => {
+    delete process.env["ASSAY_BASE_URL"];
+    delete process.env["CLIENT_BASE_URL"];
+    assert.equal(new Client().baseURL, "http://127.0.0.1:8000");
+    process.env["CLIENT_BASE_URL"] = "http://client.example:1/";
+    assert.equal(new Client().baseURL, "http://client.example:1");
+    process.env["ASSAY_BASE_URL"] = "https://assay.example";
+    assert.equal(new Client().baseURL, "https://assay.example");
+    assert.equal(
+      new Client({ baseURL: "http://given.example:2/api//" }).baseURL,
+      "http://given.example:2/api",
+    );
+  });
+
+  test("bad options are errors naming the option", () => {
+    assert.throws(
+      () => new Client({ baseURL: "localhost:8000" }),
+      /baseURL: "localhost:8000" must start with http/,
+    );
+    assert.throws(
+      () => new Client({ baseURL: "not a url" }),
+      /baseURL: "not a url" is not an absolute URL/,
+    );
+    assert.throws(
+      () => new Client({ timeout: -1 }),
+      /timeout: expected a number of milliseconds > 0, got -1/,
+    );
+    assert.throws(
+      () => new Client({ maxRetries: 1.5 }),
+      /maxRetries: expected a whole number >= 0, got 1.5/,
+    );
+    assert.throws(() => new Client({ maxRetries: Number.NaN }), AssayError);
+    // A zero timeout would fail every request; zero retries is a fine choice.
+    assert.throws(() => new Client({ timeout: 0 }), /timeout: expected .* got 0/);
+    assert.equal(new Client({ maxRetries: 0 }).maxRetries, 0);
+  });
+
+  test("defaults: 60 s per attempt, 2 retries", () => {
+    const client = new Client({ baseURL: "http://127.0.0.1:1" });
+    assert.equal(client.timeout, 60_000);
+    assert.equal(client.maxRetries, 2);
+  });
+});
+
+describe("detectorResult", () => {
+  test("returns a result, throws DetectorFailedError for an error object, and names what is present", () => {
+    const result = { instructions_list: [], score: 0.5 };
+    const item = {
+      output_relevance: result,
+      completeness: { error: true as const, kind: "timeout", message: "judge took too long" },
+    };
+    assert.equal(detectorResult(item, "output_relevance"), result);
+    assert.throws(
+      () => detectorResult(item, "completeness"),
+      (error: unknown) => {
+        assert.ok(error instanceof DetectorFailedError);
+        assert.equal(error.kind, "timeout");
+        assert.equal(
+          error.message,
+          'detector "completeness" failed (timeout): judge took too long',
+        );
+        return true;
+      },
+    );
+    assert.throws(
+      () => detectorResult(item, "toxicity"),
+      /no result for detector "toxicity" \(present: output_relevance, completeness\)/,
+    );
+  });
+});
