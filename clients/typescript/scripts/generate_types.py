@@ -1,10 +1,8 @@
 """Write (or check) `src/wire.ts`, the TypeScript client's wire types, from the server's schemas.
 
-The request types come from the server's OpenAPI document. The result types (`DetectorResult`,
-`InstructionResult`, `DetectorError`) come from the same document when it lists them; the detect
-route answers with untyped objects, so today they are not there and are taken from
-`assay.schema`, the pydantic models the server serialises its answers with. Either way the TS
-types cannot drift: `--check` fails when the committed file differs from what this renders.
+Every type comes from the server's OpenAPI document (request items, the result shapes the detect
+routes answer with, the error body), so the TS types cannot drift: `--check` fails when the
+committed file differs from what this renders.
 
 Usage (from `clients/typescript/`, with the repository's virtualenv):
     python scripts/generate_types.py --write               # in-process OpenAPI document
@@ -21,9 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from pydantic import TypeAdapter
-
-from assay.schema import DetectorError, DetectorResult, InstructionResult
 
 OUTPUT = Path(__file__).resolve().parent.parent / "src" / "wire.ts"
 #: Schemas written, in this order, with whether the server sends (True) or receives them.
@@ -34,12 +29,6 @@ SCHEMAS: dict[str, bool] = {
     "DetectorResult": True,
     "DetectorError": True,
     "ErrorBody": True,
-}
-#: Pydantic models standing in for result schemas the OpenAPI document does not list.
-FALLBACK_MODELS: dict[str, type] = {
-    "InstructionResult": InstructionResult,
-    "DetectorResult": DetectorResult,
-    "DetectorError": DetectorError,
 }
 _REF_PREFIX = "#/components/schemas/"
 
@@ -64,12 +53,6 @@ def collect_schemas(document: dict[str, Any]) -> tuple[dict[str, dict[str, Any]]
     for name in SCHEMAS:
         if name in listed:
             schemas[name], sources[name] = listed[name], "the OpenAPI document"
-        elif name in FALLBACK_MODELS:
-            schema = TypeAdapter(FALLBACK_MODELS[name]).json_schema(
-                mode="serialization", ref_template=_REF_PREFIX + "{model}"
-            )
-            schema.pop("$defs", None)
-            schemas[name], sources[name] = schema, f"assay.schema.{name}"
         else:
             raise SystemExit(f"schema {name!r} is missing from the server's OpenAPI document")
     return schemas, sources

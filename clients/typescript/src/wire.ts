@@ -72,7 +72,7 @@ export interface DetectRequestItem {
 /**
  * One instruction's verdict, as it appears in `instructions_list`.
  *
- * From assay.schema.InstructionResult.
+ * From the OpenAPI document.
  */
 export interface InstructionResult {
   explanation: string;
@@ -88,7 +88,7 @@ export interface InstructionResult {
 /**
  * One detector's result for one request item.
  *
- * From assay.schema.DetectorResult.
+ * From the OpenAPI document.
  */
 export interface DetectorResult {
   instructions_list: InstructionResult[];
@@ -102,7 +102,7 @@ export interface DetectorResult {
 /**
  * Stands in for a result when a detector could not score an item (never a silent 0).
  *
- * From assay.schema.DetectorError.
+ * From the OpenAPI document.
  */
 export interface DetectorError {
   error: true;

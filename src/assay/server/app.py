@@ -14,7 +14,7 @@ from pydantic import TypeAdapter
 
 from assay.detectors.evaluate import default_judge_name
 from assay.judges.batching import use_batching
-from assay.schema import DetectRequestItem
+from assay.schema import DetectorError, DetectorResult, DetectRequestItem, InstructionResult
 from assay.server import dashboard, detect, read
 from assay.server.errors import install_error_handlers
 from assay.server.settings import ServerSettings
@@ -75,6 +75,11 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
     schemas = document.setdefault("components", {}).setdefault("schemas", {})
     schemas.update(item_schema.pop("$defs", {}))
     schemas["DetectRequestItem"] = item_schema
+    # The detect routes build their answers by hand; name the shapes they hold.
+    for model in (InstructionResult, DetectorResult, DetectorError):
+        model_schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+        schemas.update(model_schema.pop("$defs", {}))
+        schemas[model.__name__] = model_schema
     document["components"]["securitySchemes"] = {
         "apiKey": {"type": "http", "scheme": "bearer", "description": "A configured API key."}
     }

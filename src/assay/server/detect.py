@@ -52,7 +52,24 @@ _DETECT_RESPONSE: dict[int | str, dict[str, Any]] = {
         "description": "One object per request item, in order: detector name -> result (or "
         "an error object under ignore_failures); for an async item, the acceptance message "
         "with its `job_id`.",
-        "content": {"application/json": {"schema": {"type": "array", "items": {"type": "object"}}}},
+        "content": {
+            "application/json": {
+                "schema": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "additionalProperties": {
+                            "anyOf": [
+                                {"$ref": "#/components/schemas/DetectorResult"},
+                                {"$ref": "#/components/schemas/DetectorError"},
+                                {"type": "string"},
+                                {"type": "integer"},
+                            ]
+                        },
+                    },
+                }
+            }
+        },
     }
 }
 
