@@ -86,7 +86,16 @@ def main() -> None:
             lines.append(f"| {label} | {elapsed:.1f} | {args.rows / elapsed:.1f} | {peak:.0f} |")
             print(lines[-1], flush=True)
         same = all(text == outputs[0] for text in outputs)
-    lines += ["", f"All configurations wrote identical output: {'yes' if same else 'NO'}."]
+    lines += [
+        "",
+        f"All configurations wrote identical output: {'yes' if same else 'NO'}.",
+        "",
+        "Reading the table: the embedded judge's onnxruntime session already spreads each batch "
+        "over every core, so on a 2-core machine extra workers (and Ray actors, which also pay "
+        "for Ray's start-up) cannot add throughput; `--workers` pays off for judges that wait on "
+        "the network (the LLM judge) and Ray for clusters with more machines. The Ray row's RSS "
+        "is the driver's only: each actor is a process of its own holding a model.",
+    ]
     table = "\n".join(lines)
     print(table)
     common.write_section("Scale: engines and workers (bench/scale.py)", table)
