@@ -20,6 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from assay._sync import run_sync
+from assay.cli_common import EXIT_BAD_INPUT, EXIT_FAILED, fail
 from assay.metrics.manifest import all_manifests, get_manifest, render_manifest
 from assay.metrics.ood.config import OODMetricConfig, parse_config
 from assay.metrics.ood.profile import UseCaseProfile, load_profile
@@ -27,9 +28,6 @@ from assay.metrics.ood.run_config import build_sut
 from assay.metrics.ood.scorer import RowResult, score_rows
 from assay.metrics.ood.summary import OODSummary, summarize
 from assay.schema import RequestValidationError
-
-EXIT_FAILED = 1
-EXIT_BAD_INPUT = 2
 
 #: How `sut` keys are spelled on the command line, for error messages.
 _SUT_OPTIONS = {"kind": "--sut-kind", "url": "--sut-url", "body_template": "--body-template"}
@@ -39,12 +37,6 @@ metrics_app = typer.Typer(
 )
 
 
-def _fail(message: str, code: int) -> typer.Exit:
-    one_line = " ".join(message.split())
-    Console(stderr=True, soft_wrap=True).print(Text(f"error: {one_line}", style="bold red"))
-    return typer.Exit(code)
-
-
 @contextmanager
 def _one_line_errors() -> Iterator[None]:
     try:
@@ -52,12 +44,12 @@ def _one_line_errors() -> Iterator[None]:
     except typer.Exit:
         raise
     except RequestValidationError as error:
-        raise _fail(f"{error.field}: {error.message}", EXIT_BAD_INPUT) from None
+        raise fail(f"{error.field}: {error.message}", EXIT_BAD_INPUT) from None
     except (KeyError, ValueError) as error:
         message = error.args[0] if error.args else str(error)
-        raise _fail(str(message), EXIT_BAD_INPUT) from None
+        raise fail(str(message), EXIT_BAD_INPUT) from None
     except Exception as error:  # anything else still gets one line, not a traceback
-        raise _fail(f"{type(error).__name__}: {error}", EXIT_FAILED) from None
+        raise fail(f"{type(error).__name__}: {error}", EXIT_FAILED) from None
 
 
 @metrics_app.command("list")
@@ -209,7 +201,7 @@ def ood_command(
     if out is not None:
         Console(highlight=False).print(f"wrote {out}", soft_wrap=True)
     if summary.rows_scored == 0:
-        raise _fail(
+        raise fail(
             f"no row could be scored ({summary.transport_failures} failed calls to the system "
             f"under test, {summary.judge_failures} judge failures); see the verdicts above",
             EXIT_FAILED,
