@@ -156,7 +156,7 @@ def _retryable(error: Exception) -> tuple[str, float | None] | None:
         return "transport", None
     if isinstance(error, openai.APIStatusError):
         status = error.status_code
-        if _refused_request(error):
+        if refused_request(error):
             return None
         if status == 429:
             return "rate_limited", retry_after_seconds(error.response.headers)
@@ -169,7 +169,7 @@ def _final_failure(error: Exception) -> JudgeFailure:
     """The JudgeFailure for an error that is not (or no longer) retried."""
     if isinstance(error, openai.APIStatusError):
         detail = _error_detail(error)
-        if error.status_code in (400, 404, 422) or _refused_request(error):
+        if error.status_code in (400, 404, 422) or refused_request(error):
             return RequestRejected(error.status_code, detail)
         return JudgeFailure("transport", f"HTTP {error.status_code}: {detail}")
     if isinstance(error, openai.APITimeoutError):
@@ -181,7 +181,7 @@ def _final_failure(error: Exception) -> JudgeFailure:
     return JudgeFailure("judge_error", f"{type(error).__name__}: {error}")
 
 
-def _refused_request(error: openai.APIStatusError) -> bool:
+def refused_request(error: openai.APIStatusError) -> bool:
     """A 5xx that is really a refusal of the request's form. llama-cpp-python answers an
     unsupported `response_format` with HTTP 500 and a validation error: retrying cannot help."""
     detail = _error_detail(error)

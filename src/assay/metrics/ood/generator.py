@@ -167,6 +167,15 @@ _LLM_SYSTEM = (
 )
 
 
+#: The answer's shape, sent as structured output where the endpoint supports it.
+_SCHEMA = {
+    "type": "object",
+    "properties": {"probes": {"type": "array", "items": {"type": "string"}}},
+    "required": ["probes"],
+    "additionalProperties": False,
+}
+
+
 class LLMProbeGenerator(ProbeGenerator):
     """An LLM writes the probes; the scope filter and the bank back it up.
 
@@ -186,7 +195,7 @@ class LLMProbeGenerator(ProbeGenerator):
             user += f" An in-scope question for comparison: {request.anchor}"
         try:
             answer = await complete_json(
-                self._settings, _LLM_SYSTEM, user, request.temperature, self._timeout
+                self._settings, _LLM_SYSTEM, user, request.temperature, self._timeout, _SCHEMA
             )
             written = [str(p) for p in answer.get("probes", []) if str(p).strip()]
         except (JudgeFailure, AttributeError) as error:

@@ -154,6 +154,19 @@ _LLM_SYSTEM = (
 )
 
 
+#: The judge's answer, sent as structured output where the endpoint supports it.
+_ANSWER_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "in_scope_probability": {"type": "number"},
+        "refusal_probability": {"type": "number"},
+        "evidence": {"type": "string"},
+    },
+    "required": ["in_scope_probability", "refusal_probability", "evidence"],
+    "additionalProperties": False,
+}
+
+
 class LLMOODJudge(OODJudge):
     """An LLM on an OpenAI-compatible endpoint gives both probabilities and the evidence.
 
@@ -182,7 +195,9 @@ class LLMOODJudge(OODJudge):
         )
         try:
             async with self._limit:
-                answer = await complete_json(self._settings, _LLM_SYSTEM, user, 0.0, self._timeout)
+                answer = await complete_json(
+                    self._settings, _LLM_SYSTEM, user, 0.0, self._timeout, _ANSWER_SCHEMA
+                )
             in_scope = _probability(answer, "in_scope_probability")
             refused = _probability(answer, "refusal_probability")
         except JudgeFailure as failure:

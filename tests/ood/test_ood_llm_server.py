@@ -1,0 +1,62 @@
+"""llm.ood_detection with an LLM configured, against a real OpenAI-compatible server on loopback
+(llama-cpp-python serving SmolLM2-135M-Instruct) and the loopback chatbot as the system under
+test. SmolLM2 is too small to judge well, so this proves the mechanics of the LLM path: the probe
+generator and the judge really call the endpoint, and every row ends in a valid verdict or an
+explicit error, never a made-up score."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from chatbot import BANK_PROFILE, RunningChatbot, in_domain_rows, running_bot
+
+from assay.metrics.ood import LABELS, OpenAIChatSUT, score_rows
+from llm.server import CountingProxy, counting_proxy, llama_server
+
+
+@pytest.fixture(scope="module")
+def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with llama_server(tmp_path_factory.mktemp("llama") / "server.log") as url:
+        yield url
+
+
+@pytest.fixture
+def proxy(server_url: str) -> Iterator[CountingProxy]:
+    with counting_proxy(server_url) as counting:
+        yield counting
+
+
+@pytest.fixture
+def chatbot() -> Iterator[RunningChatbot]:
+    yield from running_bot()
+
+
+async def test_llm_generator_and_judge_call_the_endpoint_and_never_guess(
+    proxy: CountingProxy, chatbot: RunningChatbot, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ASSAY_LLM_BASE_URL", proxy.url)
+    monkeypatch.setenv("ASSAY_LLM_MODEL", "smollm2")
+    sut = OpenAIChatSUT(f"{chatbot.url}/v1", model="harbour-bot")
+    try:
+        results = await score_rows(
+            in_domain_rows()[:2],
+            {"use_case": BANK_PROFILE, "num_ood_queries": 2, "timeout_seconds": 300},
+            sut=sut,
+            explain=True,
+        )
+    finally:
+        await sut.aclose()
+
+    assert proxy.calls >= 2  # the LLM path was taken: probes and judgements asked for
+    # Structured output makes even a tiny model answer in JSON, so rows really get scored.
+    assert any("response_format" in body for body in proxy.bodies)
+    assert any(result.score is not None for result in results)
+    for result in results:
+        if result.score is None:
+            assert result.error  # said why, instead of a score
+            continue
+        assert 0.0 <= result.score <= 1.0
+        for case in result.cases:
+            assert case.label in LABELS and case.probabilities is not None
+            assert abs(sum(case.probabilities.values()) - 1.0) < 1e-6
