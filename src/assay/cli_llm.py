@@ -17,7 +17,7 @@ from rich.table import Table
 
 from assay._sync import run_sync
 from assay.detectors import DETECTORS
-from assay.detectors.evaluate import default_judge_name, parse_item, questions_for
+from assay.detectors.evaluate import default_judge_name, questions_for
 from assay.judges import Question, get_judge
 from assay.judges.cascade import CascadeJudge, parse_band
 from assay.judges.openai.estimate import CostEstimate, estimate_cost
@@ -25,7 +25,7 @@ from assay.judges.openai.judge import OpenAIJudge
 from assay.judges.openai.settings import parse_overrides
 from assay.judges.usage import Usage
 from assay.runner.io import read_rows
-from assay.runner.rows import apply_column_map, build_request
+from assay.runner.rows import DetectorScorer
 from assay.schema import DetectRequestItem, RequestValidationError
 
 #: Judges that call an LLM (and so have something to estimate).
@@ -108,24 +108,11 @@ def plan_items(items: Iterable[DetectRequestItem], judge: str | None) -> tuple[C
     return estimate_cost(llm.settings, questions, llm.cache), len(rows)
 
 
-def plan_rows(
-    path: Path,
-    detectors: Sequence[str] | None,
-    explain: bool,
-    judge: str | None,
-    column_map: Sequence[tuple[str, str]] = (),
-) -> tuple[CostEstimate, int]:
-    """`plan_items` over a dataset file's valid rows (invalid rows would make no call)."""
-    items = []
-    for row, fields in read_rows(path):
-        if isinstance(fields, Exception):
-            continue
-        try:
-            mapped = apply_column_map(fields, dict(column_map))
-            items.append(parse_item(build_request(mapped, detectors, explain), row))
-        except RequestValidationError:
-            continue
-    return plan_items(items, judge)
+def plan_rows(path: Path, scorer: DetectorScorer) -> tuple[CostEstimate, int]:
+    """`plan_items` over a dataset file's valid rows, prepared as `scorer` would (invalid rows
+    would make no call)."""
+    prepared = (scorer.prepare(row) for row in read_rows(path))
+    return plan_items((p.item for p in prepared if p.item is not None), scorer.judge)
 
 
 def print_plan(estimate: CostEstimate, rows: int) -> None:

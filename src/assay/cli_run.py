@@ -33,11 +33,11 @@ from assay.runner.local import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_STREAM_BATCH_SIZE,
     RunOptions,
-    default_output_path,
+    prepare_run,
     run_file,
 )
 from assay.runner.metric_rows import MetricScorer, check_metric_name, read_config_text
-from assay.runner.output import check_output_path, iter_output_lines
+from assay.runner.output import iter_output_lines
 from assay.runner.ray_engine import run_file_ray_async
 from assay.runner.retry import retry_failed_async
 from assay.runner.rows import DetectorScorer
@@ -153,17 +153,12 @@ def run(
             stream_batch_size = _manifest_stream_batch_size(metric)
         options = RunOptions(batch_size, stream_batch_size, workers, row_timeout)
         # Checked up front too, so an unusable run fails before a progress bar is drawn.
-        scorer.check()
-        options.check()
-        scorer.check_input(file)
+        output = prepare_run(file, out, scorer, options)
         thresholds = gates.parse_fail_under(fail_under or [], known=scorer.score_names)
-        output = out or default_output_path(file)
-        check_output_path(output)
         if dry_run:
-            if metric is not None:
+            if not isinstance(scorer, DetectorScorer):
                 raise RequestValidationError("dry_run", "estimates LLM calls of detector runs only")
-            column_map = parse_column_map(column or [])
-            cli_llm.print_plan(*cli_llm.plan_rows(file, detector, explain, judge, column_map))
+            cli_llm.print_plan(*cli_llm.plan_rows(file, scorer))
             return
         total = count_rows(file)
         with progress_bar("retrying" if retry_failed else "scoring") as (progress, task):

@@ -16,28 +16,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from assay.runner.output import is_scorer_error, scorer_results
+
 #: Gold-label columns looked for, in order, when no `--label-column` is given.
 DEFAULT_LABEL_COLUMNS = ("label", "gold", "gold_label")
 #: How many lowest-scoring rows the report lists per scorer.
 WORST_ROWS = 5
-#: Keys of an output line that are never scorer results.
-_RESERVED_KEYS = frozenset({"row", "id", "error"})
 #: Accepted spellings of a gold label (compared lower-cased and stripped).
 _TRUE_WORDS = frozenset({"true", "yes", "y", "1", "pass", "passed", "good", "positive"})
 _FALSE_WORDS = frozenset({"false", "no", "n", "0", "fail", "failed", "bad", "negative"})
-
-
-def is_scored_result(value: Any) -> bool:
-    """True for a scorer's result object: a dict whose `score` is a number (not a bool)."""
-    if not isinstance(value, Mapping):
-        return False
-    score = value.get("score")
-    return isinstance(score, int | float) and not isinstance(score, bool)
-
-
-def is_scorer_error(value: Any) -> bool:
-    """True for a scorer's error object: `{"error": true, "kind"?, "message"?}`."""
-    return isinstance(value, Mapping) and value.get("error") is True
 
 
 def read_gold_label(value: Any) -> bool | None:
@@ -219,13 +206,11 @@ class RunTally:
                 )
             return
         gold_value = self._gold_value(line)
-        for name, value in line.items():
-            if name in _RESERVED_KEYS:
-                continue
+        for name, value in scorer_results(line):
             if is_scorer_error(value):
                 tally = self.scorers.setdefault(name, ScorerTally(name))
                 tally.errors[str(value.get("kind", "error"))] += 1
-            elif is_scored_result(value):
+            else:
                 gold = self._gold_for(gold_value, name)
                 self.scorers.setdefault(name, ScorerTally(name)).add(
                     value, gold, line.get("row"), line.get("id")

@@ -14,11 +14,12 @@ import os
 import re
 import tempfile
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from assay.runner.output import scorer_results
 from assay.schema import RequestValidationError
 
 FAIL_UNDER_FLAG = "--fail-under"
@@ -26,8 +27,6 @@ FAIL_UNDER_FLAG = "--fail-under"
 _TOLERANCE = 1e-9
 #: Characters XML 1.0 cannot carry, even escaped; they are dropped from JUnit text.
 _XML_ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
-#: Output-line keys that never hold a scorer's result.
-_NOT_SCORERS = frozenset({"row", "id", "error"})
 
 
 def parse_fail_under(
@@ -99,17 +98,6 @@ def check_fail_under(
                 f"{name}: mean score {mean:.4f} is below {flag} threshold {threshold:g}"
             )
     return messages
-
-
-def scorer_results(line: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:
-    """(name, result) for every detector or metric result or error object in an output line."""
-    for name, value in line.items():
-        if name in _NOT_SCORERS or not isinstance(value, Mapping):
-            continue
-        score = value.get("score")
-        numeric = isinstance(score, int | float) and not isinstance(score, bool)
-        if numeric or value.get("error") is True:
-            yield name, value
 
 
 def describe_result(name: str, result: Mapping[str, Any], threshold: float | None = None) -> str:

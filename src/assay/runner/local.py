@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, is_dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -98,8 +98,9 @@ def summary_path_for(output_path: Path) -> Path:
 
 def scorer_fingerprint(scorer: RowScorer) -> dict[str, Any]:
     """The scorer's settings, for the checkpoint fingerprint."""
-    settings = asdict(scorer) if hasattr(scorer, "__dataclass_fields__") else repr(scorer)  # type: ignore[call-overload]
-    return {"scorer": type(scorer).__name__, "settings": settings}
+    if is_dataclass(scorer) and not isinstance(scorer, type):
+        return {"scorer": type(scorer).__name__, "settings": asdict(scorer)}
+    return {"scorer": type(scorer).__name__, "settings": repr(scorer)}
 
 
 def _stream_batches(rows: Iterator[Row], size: int, skip: int) -> Iterator[list[Row]]:
@@ -152,9 +153,13 @@ async def _score_with_timeout(
         ]
 
 
-def _prepare_run(
+def prepare_run(
     input_path: Path, output_path: Path | None, scorer: RowScorer, options: RunOptions
 ) -> Path:
+    """Check everything a run needs before it reads a row; returns the output path.
+
+    Raises RequestValidationError naming what is unusable (input, scorer, options, output).
+    """
     check_readable(input_path)
     scorer.check()
     options.check()
@@ -222,7 +227,7 @@ async def drive_run(
     on_progress: ProgressCallback | None = None,
 ) -> RunSummary:
     """Write what an engine scores, durably and resumably, then the summary (any engine)."""
-    output_path = _prepare_run(input_path, output_path, scorer, options)
+    output_path = prepare_run(input_path, output_path, scorer, options)
     checkpoint_path = checkpoint_path_for(output_path)
     if restart:
         remove_checkpoint(checkpoint_path)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ import yaml
 
 from assay.detectors import DETECTORS
 from assay.metrics.manifest import all_manifests
-from assay.metrics.ood import run_config_from_mapping, score_rows
+from assay.metrics.ood import build_sut, parse_run_config, score_rows
 from assay.metrics.ood.config import OODMetricConfig
 from assay.metrics.ood.rows import REQUIRED_COLUMNS
 from assay.metrics.ood.scorer import RowResult
@@ -71,24 +72,26 @@ class MetricScorer:
     def score_names(self) -> tuple[str, ...]:
         return (self.metric,)
 
-    def settings(self) -> tuple[OODMetricConfig, SystemUnderTest]:
-        """The validated config and a fresh system-under-test adapter."""
+    @cached_property
+    def settings(self) -> tuple[OODMetricConfig, dict[str, Any]]:
+        """The validated config and `sut:` block, parsed once (the adapter is built per call
+        of `score`, which closes it)."""
         try:
             data = yaml.safe_load(self.config_text) if self.config_text.strip() else {}
         except yaml.YAMLError as error:
             raise RequestValidationError("config", f"is not valid YAML or JSON: {error}") from None
-        config, sut = run_config_from_mapping(data, "config")
+        config, sut_options = parse_run_config(data, "config")
         if config.use_case is None:
             raise RequestValidationError("use_case", "required in --config: the use-case profile")
-        if sut is None:
+        if sut_options is None:
             raise RequestValidationError(
                 "sut", "required in --config: the system under test the probes go to (kind, url)"
             )
-        return config, sut
+        return config, sut_options
 
     def check(self) -> None:
         check_metric_name(self.metric)
-        self.settings()
+        _ = self.settings
 
     def check_input(self, path: Path) -> None:
         """Fail before any call when the file lacks a required column, naming them all."""
@@ -101,7 +104,8 @@ class MetricScorer:
             )
 
     async def score(self, rows: Sequence[Row]) -> list[dict[str, Any]]:
-        config, sut = self.settings()
+        config, sut_options = self.settings
+        sut = build_sut(sut_options, config)
         column_map = dict(self.column_map)
         lines: dict[int, dict[str, Any]] = {}
         valid: list[tuple[int, dict[str, Any]]] = []

@@ -8,7 +8,7 @@ read output through here, so they see the same lines whichever format was writte
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,31 @@ from assay.schema import RequestValidationError
 OUTPUT_SUFFIXES = (".jsonl", ".ndjson", ".parquet")
 #: The Parquet column that holds each output line as JSON.
 RECORD_COLUMN = "record"
+#: Keys of an output line that never hold a detector's or metric's result.
+NOT_SCORERS = frozenset({"row", "id", "error"})
+
+
+def is_scored_result(value: Any) -> bool:
+    """True for a scorer's result object: a dict whose `score` is a number (not a bool)."""
+    if not isinstance(value, Mapping):
+        return False
+    score = value.get("score")
+    return isinstance(score, int | float) and not isinstance(score, bool)
+
+
+def is_scorer_error(value: Any) -> bool:
+    """True for a scorer's error object: `{"error": true, "kind"?, "message"?}`."""
+    return isinstance(value, Mapping) and value.get("error") is True
+
+
+def scorer_results(line: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """(name, result) for every detector or metric result or error object in an output line.
+
+    Any key whose value has a numeric `score` counts, so a new detector or metric needs no
+    change in what reads output (reports, gates)."""
+    for name, value in line.items():
+        if name not in NOT_SCORERS and (is_scored_result(value) or is_scorer_error(value)):
+            yield name, value
 
 
 def check_output_path(path: Path) -> None:

@@ -19,7 +19,7 @@ from assay.runner.local import (
     ProgressCallback,
     RowScorer,
     RunOptions,
-    _prepare_run,
+    prepare_run,
     score_rows,
     write_summary,
 )
@@ -49,7 +49,7 @@ async def retry_failed_async(
 
     Returns the new summary and how many rows were retried.
     """
-    output_path = _prepare_run(input_path, output_path, scorer, options)
+    output_path = prepare_run(input_path, output_path, scorer, options)
     if not output_path.exists():
         raise RequestValidationError(
             "out", f"{output_path} does not exist; run without --retry-failed first"

@@ -199,18 +199,16 @@ class DetectorScorer:
     def check_input(self, path: Path) -> None:
         """Detector rows are checked one by one as they are read; nothing to check up front."""
 
+    def prepare(self, row: Row) -> PendingRow:
+        """One read row as a validated request item (columns mapped), or why it is rejected."""
+        number, fields = row
+        if not isinstance(fields, Exception):
+            fields = apply_column_map(fields, dict(self.column_map))
+        return prepare_row(number, fields, self.detectors, self.explain)
+
     async def score(self, rows: Sequence[Row]) -> list[dict[str, Any]]:
         """One output line per row, in the order given; the judge sees all valid rows at once."""
-        column_map = dict(self.column_map)
-        pending = [
-            prepare_row(
-                row,
-                fields if isinstance(fields, Exception) else apply_column_map(fields, column_map),
-                self.detectors,
-                self.explain,
-            )
-            for row, fields in rows
-        ]
+        pending = [self.prepare(row) for row in rows]
         items = [p.item for p in pending if p.item is not None]
         with collect_usage() as ledger:
             results = iter(await detect_items(items, self.judge) if items else [])

@@ -20,7 +20,7 @@ from assay.judges.usage import Usage
 
 if TYPE_CHECKING:
     from assay.metrics.ood.summary import OODTally
-from assay.stats import mean_interval
+from assay.stats import histogram, mean_interval
 
 #: A row "passes" a detector when its score is at least this.
 PASS_THRESHOLD = 0.7
@@ -30,11 +30,6 @@ OOD_METRIC = "llm.ood_detection"
 MAX_LISTED_FAILURES = 50
 #: Score bands of the histogram: [0, 0.1), [0.1, 0.2), ... [0.9, 1.0].
 SCORE_BANDS = 10
-
-
-def score_band(score: float) -> int:
-    """Index of the histogram band holding `score` (1.0 falls in the top band)."""
-    return min(int(score * SCORE_BANDS), SCORE_BANDS - 1)
 
 
 def _ratio(part: float, whole: int) -> float | None:
@@ -65,7 +60,6 @@ class DetectorSummary:
     answered: dict[str, int] = field(default_factory=dict)
     errors_by_kind: dict[str, int] = field(default_factory=dict)
     metric_tally: OODTally | None = None  # only for llm.ood_detection
-    histogram: list[int] = field(default_factory=lambda: [0] * SCORE_BANDS)
     score_tally: dict[float, int] = field(default_factory=dict)
 
     def add(self, result: Mapping[str, Any]) -> None:
@@ -81,7 +75,6 @@ class DetectorSummary:
         self.rows_scored += 1
         self.score_total += score
         self.rows_passing += score >= PASS_THRESHOLD
-        self.histogram[score_band(score)] += 1
         self.score_tally[score] = self.score_tally.get(score, 0) + 1
         short_forms = _short_forms(self.name)
         for entry in result.get("instructions_list", []):
@@ -116,7 +109,7 @@ class DetectorSummary:
             "share_passing": self.share_passing,
             "score_histogram": {
                 f"{band / SCORE_BANDS:.1f}-{(band + 1) / SCORE_BANDS:.1f}": count
-                for band, count in enumerate(self.histogram)
+                for band, count in enumerate(histogram(self.score_tally, SCORE_BANDS))
             },
             "instruction_pass_rates": self.instruction_pass_rates(),
             "errors_by_kind": dict(self.errors_by_kind),

@@ -6,10 +6,13 @@ shows, so a test (or a curious reader of the page source) can check the chart ag
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from markupsafe import Markup, escape
+
+from assay import stats
 
 _WIDTH, _HEIGHT, _PAD = 420, 180, 30
 
@@ -39,9 +42,7 @@ def _frame(title: str, body: str, css_class: str) -> Markup:
 
 def histogram(title: str, scores: Sequence[float], bins: int = 10) -> Markup:
     """Distribution of 0–1 scores in `bins` equal bins (a score of 1.0 goes in the last)."""
-    counts = [0] * bins
-    for score in scores:
-        counts[min(int(score * bins), bins - 1)] += 1
+    counts = stats.histogram(Counter(scores), bins)
     tallest = max(counts) or 1
     plot_width = _WIDTH - _PAD - 20
     bar_width = plot_width / bins

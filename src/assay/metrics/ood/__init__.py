@@ -14,7 +14,7 @@ Nothing heavy is imported or loaded until a function is called.
 from assay.metrics.ood.config import OODMetricConfig, parse_config
 from assay.metrics.ood.judge import LABELS, EmbeddedOODJudge, Judgement, LLMOODJudge, OODJudge
 from assay.metrics.ood.profile import UseCaseProfile, load_profile, profile_from_mapping
-from assay.metrics.ood.run_config import build_sut, load_run_config, run_config_from_mapping
+from assay.metrics.ood.run_config import build_sut, load_run_config, parse_run_config
 from assay.metrics.ood.scorer import (
     CaseResult,
     RowResult,
@@ -53,7 +53,7 @@ __all__ = [
     "apply_scoring",
     "build_sut",
     "load_run_config",
-    "run_config_from_mapping",
+    "parse_run_config",
     "load_profile",
     "parse_config",
     "profile_from_mapping",

@@ -13,8 +13,8 @@ config file keeps that in its own block next to the metric keys::
       body_template: '{"message": "{prompt}"}'   # http only
       reply_path: data.reply                     # http only
 
-`load_run_config` is what a dataset runner (`assay run --metric llm.ood_detection --config`)
-needs; `build_sut` is shared with `assay ood`.
+`parse_run_config` is what the dataset runner (`assay run --metric llm.ood_detection --config`)
+validates up front; `build_sut` (shared with `assay ood`) makes the adapter when calls start.
 """
 
 from __future__ import annotations
@@ -28,24 +28,23 @@ import yaml
 
 from assay.metrics.ood.config import OODMetricConfig, parse_config
 from assay.metrics.ood.profile import profile_from_mapping
-from assay.metrics.ood.sut import HttpJsonSUT, OpenAIChatSUT, SystemUnderTest
+from assay.metrics.ood.sut import (
+    HttpJsonSUT,
+    OpenAIChatSUT,
+    SystemUnderTest,
+    check_body_template,
+)
 from assay.schema import RequestValidationError
 
 SUT_KEYS = ("kind", "url", "model", "system_prompt", "body_template", "reply_path")
+_DEFAULT_TEMPLATE = '{"message": "{prompt}"}'
 
 
-def build_sut(
-    options: Mapping[str, Any],
-    config: OODMetricConfig,
-    labels: Mapping[str, str] | None = None,
-) -> SystemUnderTest:
-    """A system-under-test adapter from a `sut:` block.
+def check_sut_options(options: Mapping[str, Any], labels: Mapping[str, str] | None = None) -> None:
+    """Raise RequestValidationError for a `sut:` block that cannot make an adapter.
 
-    options: kind ("openai" or "http"), url, and the kind's own keys (see the module doc).
-    config: supplies sut_temperature and, for system_prompt, the use-case profile.
-    labels: how to name each key in errors (e.g. CLI options); default "sut.<key>".
-
-    The API key of an OpenAI-compatible SUT comes from ASSAY_SUT_API_KEY, never from the file.
+    Checks without connecting or opening a client, so a run can be validated up front.
+    options, labels: as for `build_sut`.
     """
 
     def name(key: str) -> str:
@@ -60,7 +59,31 @@ def build_sut(
     if not isinstance(url, str) or not url.strip():
         raise RequestValidationError(name("url"), "required: the URL of the system under test")
     kind = options.get("kind", "openai")
-    if kind == "openai":
+    if kind not in ("openai", "http"):
+        raise RequestValidationError(name("kind"), f"must be openai or http (got {kind!r})")
+    if kind == "http":
+        try:
+            check_body_template(str(options.get("body_template", _DEFAULT_TEMPLATE)))
+        except ValueError as error:
+            raise RequestValidationError(name("body_template"), str(error)) from None
+
+
+def build_sut(
+    options: Mapping[str, Any],
+    config: OODMetricConfig,
+    labels: Mapping[str, str] | None = None,
+) -> SystemUnderTest:
+    """A system-under-test adapter from a `sut:` block (call its `aclose()` when done).
+
+    options: kind ("openai" or "http"), url, and the kind's own keys (see the module doc).
+    config: supplies sut_temperature and, for system_prompt, the use-case profile.
+    labels: how to name each key in errors (e.g. CLI options); default "sut.<key>".
+
+    The API key of an OpenAI-compatible SUT comes from ASSAY_SUT_API_KEY, never from the file.
+    """
+    check_sut_options(options, labels)
+    url = str(options["url"])
+    if options.get("kind", "openai") == "openai":
         system_prompt = None
         if options.get("system_prompt") and config.use_case:
             profile = profile_from_mapping(config.use_case)
@@ -72,16 +95,11 @@ def build_sut(
             system_prompt=system_prompt,
             temperature=config.sut_temperature,
         )
-    if kind == "http":
-        try:
-            return HttpJsonSUT(
-                url,
-                body_template=str(options.get("body_template", '{"message": "{prompt}"}')),
-                reply_path=str(options.get("reply_path", "reply")),
-            )
-        except ValueError as error:
-            raise RequestValidationError(name("body_template"), str(error)) from None
-    raise RequestValidationError(name("kind"), f"must be openai or http (got {kind!r})")
+    return HttpJsonSUT(
+        url,
+        body_template=str(options.get("body_template", _DEFAULT_TEMPLATE)),
+        reply_path=str(options.get("reply_path", "reply")),
+    )
 
 
 def load_run_config(path: Path) -> tuple[OODMetricConfig, SystemUnderTest | None]:
@@ -93,13 +111,14 @@ def load_run_config(path: Path) -> tuple[OODMetricConfig, SystemUnderTest | None
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as error:
         raise RequestValidationError(str(path), f"cannot read config: {error}") from None
-    return run_config_from_mapping(data, str(path))
+    config, options = parse_run_config(data, str(path))
+    return config, None if options is None else build_sut(options, config)
 
 
-def run_config_from_mapping(
+def parse_run_config(
     data: Any, source: str = "config"
-) -> tuple[OODMetricConfig, SystemUnderTest | None]:
-    """The validated metric config and SUT from a run config's parsed contents.
+) -> tuple[OODMetricConfig, dict[str, Any] | None]:
+    """The validated metric config and `sut:` block (checked, not built) of a run config.
 
     data: the mapping of metric keys plus the optional `sut:` block.
     source: how to name the whole config in errors (e.g. its file path).
@@ -113,4 +132,5 @@ def run_config_from_mapping(
         return config, None
     if not isinstance(options, dict):
         raise RequestValidationError("sut", "must be a mapping (kind, url, ...)")
-    return config, build_sut(options, config)
+    check_sut_options(options)
+    return config, options

@@ -133,6 +133,16 @@ def reply_at(document: Any, path: str) -> str:
     return node
 
 
+def check_body_template(body_template: str) -> None:
+    """Raise ValueError unless `body_template` is JSON with a `{prompt}` placeholder."""
+    if "{prompt}" not in body_template:
+        raise ValueError("body_template must contain the placeholder {prompt}")
+    try:
+        json.loads(body_template.replace("{prompt}", "probe"))
+    except json.JSONDecodeError as error:
+        raise ValueError(f"body_template is not JSON once {{prompt}} is filled: {error}") from None
+
+
 class HttpJsonSUT(SystemUnderTest):
     """Any HTTP endpoint that takes a JSON body and answers JSON.
 
@@ -151,14 +161,7 @@ class HttpJsonSUT(SystemUnderTest):
         reply_path: str = "reply",
         headers: Mapping[str, str] | None = None,
     ) -> None:
-        if "{prompt}" not in body_template:
-            raise ValueError("body_template must contain the placeholder {prompt}")
-        try:
-            json.loads(body_template.replace("{prompt}", "probe"))
-        except json.JSONDecodeError as error:
-            raise ValueError(
-                f"body_template is not JSON once {{prompt}} is filled: {error}"
-            ) from None
+        check_body_template(body_template)
         self._url = url
         self._template = body_template
         self._reply_path = reply_path
