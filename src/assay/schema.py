@@ -6,7 +6,7 @@ snippets work against Assay unchanged. Nothing here imports any other Assay modu
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, field_validator
 
@@ -136,8 +136,3 @@ class DetectorFailed(AssayError):
 def round_probability(value: float) -> float:
     """Probabilities go on the wire rounded to 4 places."""
     return round(float(value), 4)
-
-
-def result_to_wire(result: DetectorResult | DetectorError) -> dict[str, Any]:
-    """The exact JSON object a detector contributes to a response item."""
-    return result.model_dump(mode="json")

@@ -83,10 +83,6 @@ def explanation_markers(text: str) -> int:
     return len(_EXPLANATION_MARKERS.findall(text))
 
 
-def list_items(text: str) -> int:
-    return sum(1 for line in text.splitlines() if _LIST_MARKER.match(line))
-
-
 def word_count(text: str) -> int:
     return len(text.split())
 

@@ -97,11 +97,3 @@ def read_single(completion: Completion) -> Reading | None:
     word = re.match(r"\W*(\w+)", completion.content)
     found = answer_of(word.group(1)) if word else None
     return Reading(found, None, quote) if found else None
-
-
-def fields_complete(readings: dict[int, Reading], count: int) -> bool:
-    return all(number in readings for number in range(1, count + 1))
-
-
-def missing_numbers(readings: dict[int, Reading], count: int) -> list[int]:
-    return [number for number in range(1, count + 1) if number not in readings]

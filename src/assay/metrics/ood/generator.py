@@ -20,7 +20,6 @@ import hashlib
 import logging
 import math
 import random
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from assay.metrics.ood.bank import bank_vectors, probe_bank
@@ -218,8 +217,3 @@ class LLMProbeGenerator(ProbeGenerator):
 def probe_generator(settings: LLMSettings | None) -> ProbeGenerator:
     """The LLM generator when `settings` is given, the offline bank otherwise."""
     return LLMProbeGenerator(settings) if settings else BankProbeGenerator()
-
-
-def preview(probes: Sequence[GeneratedProbe]) -> list[str]:
-    """Probe texts, for logs and CLI output."""
-    return [probe.text for probe in probes]
