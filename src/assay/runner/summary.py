@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from assay.detectors import DETECTORS
@@ -208,6 +209,7 @@ class RunSummary:
         }
 
 
+@cache  # called for every row of a run
 def _short_forms(detector: str) -> dict[str, str]:
     """Instruction text -> the detector's short id for it (e.g. "core_intent")."""
     found = DETECTORS.get(detector)
