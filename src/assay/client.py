@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import httpx
 
 from assay._sync import run_sync
-from assay.detectors.evaluate import detect_items, parse_items
+from assay.detectors.evaluate import check_encodable, detect_items, parse_items
 from assay.schema import DetectRequestItem, RequestValidationError
 from assay.transport import (
     APIConnectionError,
@@ -118,12 +118,16 @@ def _body_items(body: DetectBody) -> list[Any]:
 
 
 def _wire_items(items: list[Any]) -> list[Any]:
-    return [
+    """The items as sent to a server. Text that cannot be encoded as UTF-8 (a lone surrogate)
+    is refused here, naming its field, as the server and the in-process path would."""
+    wire = [
         item.model_dump(mode="json", exclude_none=True)
         if isinstance(item, DetectRequestItem)
         else item
         for item in items
     ]
+    check_encodable(wire)
+    return wire
 
 
 def resolve_base_url(base_url: str | None) -> str | None:

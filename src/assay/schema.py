@@ -6,9 +6,18 @@ snippets work against Assay unchanged. Nothing here imports any other Assay modu
 
 from __future__ import annotations
 
-from typing import Literal
+import re
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictStr,
+    ValidationInfo,
+    field_validator,
+)
 
 #: Longest accepted text field, in characters. Longer texts are rejected, not truncated:
 #: a silently truncated answer would be judged on text the caller never sees.
@@ -16,18 +25,77 @@ MAX_TEXT_CHARS = 100_000
 #: Most context documents accepted in one item.
 MAX_CONTEXT_DOCUMENTS = 200
 
+#: Longest application, model or detector name, in characters. Enforced here, not left to the
+#: database: SQLite ignores column lengths, and every stored row repeats these names.
+MAX_NAME_CHARS = 100
+#: Application names appear in URL paths (`/v1/applications/{name}`), so no `/`, `%`, spaces.
+APPLICATION_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+APPLICATION_NAME_RULE = "letters, digits, '.', '_' and '-', starting with a letter or digit"
+#: Model names are never in a path, so the separators of common model ids are allowed
+#: (`meta-llama/Llama-3-8B`, `ollama:llama3`, `gpt-4o@2024-08-06`).
+MODEL_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]*$"
+MODEL_NAME_RULE = "letters, digits and . _ - : / @ +, starting with a letter or digit"
+
 MustCompute = Literal["all_or_none", "ignore_failures"]
 
 
+def check_name(value: str, pattern: str, rule: str) -> str:
+    """`value` if it is a valid name under `pattern`; ValueError saying the rule otherwise."""
+    if not 1 <= len(value) <= MAX_NAME_CHARS:
+        raise ValueError(f"must be 1 to {MAX_NAME_CHARS} characters, got {len(value)}")
+    if not re.fullmatch(pattern, value):
+        raise ValueError(f"may hold only {rule}")
+    return value
+
+
+def find_unencodable(value: Any) -> tuple[tuple[int | str, ...], str] | None:
+    """The location and description of the first string in `value` (nested dicts and lists,
+    keys included) that cannot be encoded as UTF-8, i.e. holds a lone surrogate; None if none.
+
+    JSON can carry such text as an escape (`"\\ud800"`); it validates as a `str` but breaks
+    every encoder (tokenizer, SQLite, HTTP body) it later reaches.
+    """
+    stack: list[tuple[tuple[int | str, ...], Any]] = [((), value)]
+    while stack:
+        path, node = stack.pop()
+        if isinstance(node, str):
+            problem = _unencodable(node)
+            if problem is not None:
+                return path, problem
+        elif isinstance(node, dict):
+            for key in node:
+                if isinstance(key, str) and (problem := _unencodable(key)) is not None:
+                    return path, f"a key {problem}"
+            stack.extend(((*path, key), child) for key, child in reversed(list(node.items())))
+        elif isinstance(node, list | tuple):
+            stack.extend(((*path, i), child) for i, child in reversed(list(enumerate(node))))
+    return None
+
+
+def _unencodable(text: str) -> str | None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        code = ord(text[error.start])
+        return (
+            f"holds a lone surrogate (U+{code:04X} at character {error.start}), which cannot be "
+            "encoded as UTF-8; send valid Unicode text"
+        )
+    return None
+
+
 class DetectorConfig(BaseModel):
-    """Per-detector options inside a request item's `config`."""
+    """Per-detector options inside a request item's `config`; unknown options are refused
+    (a misspelt `explian` must not be ignored silently)."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="forbid")
 
-    detector_name: StrictStr = "default"
+    detector_name: StrictStr = Field(default="default", max_length=MAX_NAME_CHARS)
     explain: StrictBool = False
     judge: StrictStr | None = Field(
-        default=None, description="Judge backend for this detector; the run's default when unset."
+        default=None,
+        max_length=MAX_NAME_CHARS,
+        description="Judge backend for this detector; the run's default when unset.",
     )
 
 
@@ -40,12 +108,41 @@ class DetectRequestItem(BaseModel):
     context: StrictStr | list[StrictStr] | None = None
     generated_text: StrictStr
     config: dict[str, DetectorConfig] = Field(min_length=1)
-    instructions: StrictStr | list[StrictStr] | None = None
+    instructions: None = Field(
+        default=None,
+        description="Not supported: the detectors judge their own published instructions "
+        "(GET /v1/detectors). Any value but null is refused.",
+    )
     publish: StrictBool = False
     async_mode: StrictBool = False
-    application_name: StrictStr | None = None
-    model_name: StrictStr | None = None
+    application_name: StrictStr | None = Field(
+        default=None, max_length=MAX_NAME_CHARS, pattern=APPLICATION_NAME_PATTERN
+    )
+    model_name: StrictStr | None = Field(
+        default=None, max_length=MAX_NAME_CHARS, pattern=MODEL_NAME_PATTERN
+    )
     must_compute: MustCompute = "all_or_none"
+
+    @field_validator("instructions", mode="before")
+    @classmethod
+    def _no_custom_instructions(cls, value: Any) -> None:
+        if value is not None:
+            raise ValueError(
+                "custom instructions are not supported: each detector judges its own published "
+                "instructions (see GET /v1/detectors or `assay detectors`); remove this field"
+            )
+        return None
+
+    @field_validator("application_name", "model_name", mode="before")
+    @classmethod
+    def _name(cls, value: Any, info: ValidationInfo) -> Any:
+        # Checked before the pattern constraint so the message says the rule, not a regex.
+        if isinstance(value, str):
+            if info.field_name == "application_name":
+                check_name(value, APPLICATION_NAME_PATTERN, APPLICATION_NAME_RULE)
+            else:
+                check_name(value, MODEL_NAME_PATTERN, MODEL_NAME_RULE)
+        return value
 
     @field_validator("generated_text", "user_query")
     @classmethod

@@ -7,6 +7,7 @@ labels, and a judge failure becomes an explicit error, never a number.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections import defaultdict
 from collections.abc import Sequence
@@ -15,7 +16,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from assay.detectors import DETECTORS, Detector
-from assay.judges import Question, Verdict, get_judge, judge_names
+from assay.judges import Judge, Question, Verdict, get_judge, judge_names
+from assay.judges.isolation import answer_each_item, failure_of, item_groups
 from assay.schema import (
     DetectorError,
     DetectorFailed,
@@ -24,10 +26,13 @@ from assay.schema import (
     InstructionResult,
     JudgeFailure,
     RequestValidationError,
+    find_unencodable,
     round_probability,
 )
 
 DEFAULT_JUDGE_ENV = "ASSAY_JUDGE"
+
+logger = logging.getLogger(__name__)
 
 
 def default_judge_name() -> str:
@@ -35,13 +40,35 @@ def default_judge_name() -> str:
 
 
 _TYPE_TAGS = {"str", "int", "float", "bool", "dict", "list", "none"}
+#: Longest field name quoted in a message; a hostile key may be megabytes long.
+_QUOTED_NAME_CHARS = 60
 
 
 def _location(index: int | None, loc: Sequence[int | str]) -> str:
     # pydantic puts union members in the location ("str", "list[str]"); they are not fields.
     fields = [p for p in loc if isinstance(p, int) or ("[" not in p and p not in _TYPE_TAGS)]
-    path = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in fields)
+    path = "".join(f"[{part}]" if isinstance(part, int) else f".{_quoted(part)}" for part in fields)
     return f"[{index}]{path}" if index is not None else path.lstrip(".")
+
+
+def _quoted(name: str) -> str:
+    if len(name) > _QUOTED_NAME_CHARS:
+        name = f"{name[:_QUOTED_NAME_CHARS]}… ({len(name)} characters)"
+    # A name that is not valid Unicode cannot go into a message that is sent as UTF-8.
+    return name.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def check_encodable(value: Any, index: int | None = None) -> None:
+    """Raise RequestValidationError naming the first string (or key) in `value` that cannot be
+    encoded as UTF-8 (a lone surrogate): such text passes type checks but breaks the tokenizer,
+    the database and HTTP bodies, so it is refused up front.
+
+    index: the item's position, for the message; None when `value` is a whole body.
+    """
+    found = find_unencodable(value)
+    if found is not None:
+        path, problem = found
+        raise RequestValidationError(_location(index, path) or "body", problem)
 
 
 def parse_item(raw: Any, index: int | None = None) -> DetectRequestItem:
@@ -52,11 +79,13 @@ def parse_item(raw: Any, index: int | None = None) -> DetectRequestItem:
     """
     if isinstance(raw, DetectRequestItem):
         item = raw
+        check_encodable(item.model_dump(), index)
     else:
         if not isinstance(raw, dict):
             raise RequestValidationError(
                 _location(index, []) or "body", "each item must be a JSON object"
             )
+        check_encodable(raw, index)
         try:
             item = DetectRequestItem.model_validate(raw)
         except ValidationError as error:
@@ -144,6 +173,25 @@ def build_result(
     )
 
 
+async def _answer(judge: Judge, questions: list[Question]) -> list[Verdict | JudgeFailure]:
+    """The judge's answers; a failure that one of the items may have caused never fails the
+    others: the batch is answered again item by item."""
+    try:
+        answers = await judge.answer(questions)
+        if len(answers) != len(questions):
+            raise RuntimeError(f"judge returned {len(answers)} answers for {len(questions)}")
+        return answers
+    except JudgeFailure as failure:
+        # The judge failed as a whole (e.g. its endpoint is down), on purpose and explicitly.
+        return [failure] * len(questions)
+    except Exception as error:
+        if len(item_groups(questions)) == 1:
+            logger.exception("judge %s failed on an item", judge.name)
+            return [failure_of(error)] * len(questions)
+        logger.warning("judge %s failed on a batch (%s); answering item by item", judge.name, error)
+        return await answer_each_item(judge.answer, questions)
+
+
 async def detect_items(
     items: Sequence[DetectRequestItem], judge: str | None = None
 ) -> list[dict[str, Any]]:
@@ -165,10 +213,7 @@ async def detect_items(
 
     answers: dict[tuple[int, str], list[Verdict | JudgeFailure]] = defaultdict(list)
     for backend, batch in questions.items():
-        try:
-            verdicts = await get_judge(backend).answer(batch)
-        except JudgeFailure as failure:
-            verdicts = [failure] * len(batch)
+        verdicts = await _answer(get_judge(backend), batch)
         for (item_index, name, _), verdict in zip(plan[backend], verdicts, strict=True):
             answers[(item_index, name)].append(verdict)
 
@@ -181,4 +226,22 @@ async def detect_items(
                 raise DetectorFailed(name, JudgeFailure(result.kind, result.message))
             response[name] = result.model_dump(mode="json")
         responses.append(response)
+    return responses
+
+
+def failed_results(
+    items: Sequence[DetectRequestItem], failure: JudgeFailure
+) -> list[dict[str, Any]]:
+    """Results for items none of whose detectors could be judged (e.g. judging ran out of
+    time): each detector's key holds the error object.
+
+    Raises DetectorFailed, as `detect_items` does, when an item's `must_compute` is
+    `all_or_none`.
+    """
+    responses: list[dict[str, Any]] = []
+    error = DetectorError(kind=failure.kind, message=failure.message).model_dump(mode="json")
+    for item in items:
+        if item.must_compute == "all_or_none":
+            raise DetectorFailed(next(iter(item.config)), failure)
+        responses.append({name: dict(error) for name in item.config})
     return responses

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import queue
 import threading
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 
 from assay.judges import get_judge, register_judge
 from assay.judges.base import Judge, Question, Verdict
+from assay.judges.isolation import answer_each_item_sync
 from assay.schema import JudgeFailure
 
 logger = logging.getLogger(__name__)
@@ -104,14 +106,15 @@ class BatchingJudge(Judge):
             if len(answers) != len(questions):
                 raise RuntimeError(f"judge returned {len(answers)} answers for {len(questions)}")
         except Exception as error:  # one bad batch must not kill the worker thread
-            logger.exception("judge %s failed on a batch", self.name)
-            answers = [JudgeFailure("judge_error", f"{type(error).__name__}: {error}")] * len(
-                questions
-            )
+            # The batch mixes many callers' items; one of them may be what broke it. Answer
+            # each item on its own so that only the guilty one fails.
+            logger.warning("judge %s failed on a batch (%s); item by item now", self.name, error)
+            answers = answer_each_item_sync(self._call_inner, questions)
         start = 0
         for pending in batch:
             end = start + len(pending.questions)
-            if not pending.future.cancelled():
+            # A caller that gave up (its request timed out) may cancel at any moment.
+            with contextlib.suppress(concurrent.futures.InvalidStateError):
                 pending.future.set_result(answers[start:end])
             start = end
 

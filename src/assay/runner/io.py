@@ -11,9 +11,9 @@ import csv
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
-from assay.schema import RequestValidationError
+from assay.schema import RequestValidationError, find_unencodable
 
 #: File extensions read as JSON Lines; one JSON object per line.
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
@@ -62,7 +62,7 @@ def count_rows(path: Path) -> int:
     if path.suffix.lower() in PARQUET_SUFFIXES:
         return int(_parquet_file(path).metadata.num_rows)
     if path.suffix.lower() in CSV_SUFFIXES:
-        with path.open(newline="", encoding="utf-8-sig") as handle:
+        with _open_csv(path) as handle:
             reader = csv.reader(handle)
             next(reader, None)  # header
             return sum(1 for cells in reader if any(cells))
@@ -94,13 +94,23 @@ def _parse_json_line(raw_line: bytes, line_number: int) -> dict[str, Any] | Exce
         return RequestValidationError(
             "row", f"line {line_number} is not valid JSON: {error.msg} at column {error.colno}"
         )
+    except ValueError as error:  # an integer longer than Python converts (4300 digits)
+        return RequestValidationError("row", f"line {line_number} cannot be read: {error}")
+    except RecursionError:
+        return RequestValidationError("row", f"line {line_number} is nested too deeply")
     if not isinstance(value, dict):
         return RequestValidationError("row", f"line {line_number} must be a JSON object")
     return value
 
 
+def _open_csv(path: Path) -> TextIO:
+    # Bytes that are not UTF-8 are kept as surrogate escapes, so that the row holding them is
+    # reported as bad (`_csv_fields`) instead of the decoder ending the whole run.
+    return path.open(newline="", encoding="utf-8-sig", errors="surrogateescape")
+
+
 def _read_csv(path: Path) -> Iterator[Row]:
-    with path.open(newline="", encoding="utf-8-sig") as handle:
+    with _open_csv(path) as handle:
         reader = csv.DictReader(handle)
         for row, record in enumerate((r for r in reader if any(r.values())), start=1):
             yield row, _csv_fields(record)
@@ -111,6 +121,8 @@ def _csv_fields(record: dict[str | Any, str | Any]) -> dict[str, Any] | Exceptio
         return RequestValidationError("row", "has more cells than the header has columns")
     fields: dict[str, Any] = {}
     for name, cell in record.items():
+        if find_unencodable([name, cell]) is not None:
+            return RequestValidationError(str(name), "is not valid UTF-8 text")
         # CSV has no null: an empty (or absent) cell means the field is not given.
         if cell is None or cell == "":
             continue
@@ -168,7 +180,7 @@ def input_columns(path: Path) -> set[str]:
     if suffix in PARQUET_SUFFIXES:
         return set(_parquet_file(path).schema_arrow.names)
     if suffix in CSV_SUFFIXES:
-        with path.open(newline="", encoding="utf-8-sig") as handle:
+        with _open_csv(path) as handle:
             return set(next(csv.reader(handle), []))
     for _, fields in _read_jsonl(path):
         if isinstance(fields, dict):

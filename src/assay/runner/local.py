@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, is_dataclass
 from pathlib import Path
@@ -34,6 +35,8 @@ from assay.runner.rows import TIMEOUT, DetectorScorer, error_line
 from assay.runner.summary import RunSummary
 from assay.runner.writers import Line, writer_for
 from assay.schema import RequestValidationError
+
+logger = logging.getLogger(__name__)
 
 #: Rows per judge call unless told otherwise.
 DEFAULT_BATCH_SIZE = 16
@@ -141,16 +144,26 @@ async def score_rows(
 async def _score_with_timeout(
     chunk: Sequence[Row], scorer: RowScorer, row_timeout: float | None
 ) -> list[dict[str, Any]]:
-    if row_timeout is None:
-        return await scorer.score(chunk)
+    """Score a call's rows. When the call fails as a whole (it runs out of time, or raises),
+    its rows are scored again one by one, so that one slow or poisonous row fails alone."""
+    limit = None if row_timeout is None else row_timeout * len(chunk)
     try:
-        return await asyncio.wait_for(scorer.score(chunk), timeout=row_timeout * len(chunk))
-    except TimeoutError:
-        message = f"not scored within {row_timeout:g} s per row ({len(chunk)} rows in its call)"
-        return [
-            error_line(row, None if isinstance(fields, Exception) else fields, TIMEOUT, message)
-            for row, fields in chunk
-        ]
+        return await asyncio.wait_for(scorer.score(chunk), timeout=limit)
+    except TimeoutError as error:
+        failure: Exception = error
+    except Exception as error:
+        logger.warning("a call on %d rows failed (%s)", len(chunk), error)
+        failure = error
+    if len(chunk) > 1:
+        lines = []
+        for row in chunk:
+            lines.extend(await _score_with_timeout([row], scorer, row_timeout))
+        return lines
+    [(number, fields)] = chunk
+    given = None if isinstance(fields, Exception) else fields
+    if isinstance(failure, TimeoutError):
+        return [error_line(number, given, TIMEOUT, f"not scored within {row_timeout:g} s per row")]
+    return [error_line(number, given, "judge_error", f"{type(failure).__name__}: {failure}")]
 
 
 def prepare_run(

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from assay.detectors import DETECTORS
-from assay.detectors.evaluate import detect_items, parse_item
+from assay.detectors.evaluate import check_encodable, detect_items, parse_item
 from assay.judges import judge_names
 from assay.judges.usage import collect_usage, item_key
 from assay.runner.io import Row
@@ -142,6 +142,9 @@ def prepare_row(
     reserved = {"row", "error", "usage", *REQUEST_FIELDS, *DETECTORS}
     passthrough = {key: value for key, value in fields.items() if key not in reserved}
     try:
+        # Carried-through columns must be writable too: text that is not valid Unicode makes
+        # the row bad (the writer then writes it with U+FFFD in place of the bad characters).
+        check_encodable(passthrough)
         item = parse_item(build_request(fields, detectors, explain), row)
     except RequestValidationError as error:
         return PendingRow(row, passthrough, error=_error_of(error, row))

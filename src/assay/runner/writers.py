@@ -14,7 +14,10 @@ after that position (a batch that was half-written when the run died).
 from __future__ import annotations
 
 import json
+import logging
+import math
 import os
+import re
 import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -23,6 +26,9 @@ from typing import Any, BinaryIO, Protocol
 from assay.runner.output import RECORD_COLUMN
 
 Line = Mapping[str, Any]
+
+logger = logging.getLogger(__name__)
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class OutputWriter(Protocol):
@@ -51,8 +57,47 @@ def writer_for(path: Path, score_names: Sequence[str]) -> OutputWriter:
     return JsonlWriter(path)
 
 
-def encode_line(line: Line) -> str:
-    return json.dumps(line, ensure_ascii=False)
+def valid_text(text: str) -> str:
+    """`text` with U+FFFD in place of each lone surrogate (which UTF-8 cannot encode)."""
+    return _LONE_SURROGATE.sub("\ufffd", text)
+
+
+class LineEncoder:
+    """Turns output lines into JSON text that any parser reads, so that no row's values can
+    end a run: NaN and ±Infinity become null (logged once per encoder), text that is not
+    valid Unicode gets U+FFFD in place of each lone surrogate, and values JSON has no type for
+    (dates, decimals, bytes from Parquet) are written as text."""
+
+    def __init__(self) -> None:
+        self.warned_non_finite = False
+
+    def encode(self, line: Line) -> str:
+        try:
+            text = json.dumps(line, ensure_ascii=False, allow_nan=False)
+            text.encode("utf-8")
+            return text
+        except (ValueError, TypeError):  # UnicodeEncodeError is a ValueError
+            return json.dumps(self._clean(line), ensure_ascii=False, allow_nan=False)
+
+    def _clean(self, value: Any) -> Any:
+        if isinstance(value, float) and not math.isfinite(value):
+            if not self.warned_non_finite:
+                self.warned_non_finite = True
+                logger.warning("output holds NaN or Infinity, which JSON has not; written as null")
+            return None
+        if isinstance(value, str):
+            return valid_text(value)
+        if isinstance(value, Mapping):
+            return {self._clean(str(key)): self._clean(child) for key, child in value.items()}
+        if isinstance(value, list | tuple):
+            return [self._clean(child) for child in value]
+        if value is None or isinstance(value, bool | int | float):
+            return value
+        if isinstance(value, bytes | bytearray):
+            return bytes(value).decode("utf-8", "replace")
+        if hasattr(value, "isoformat"):
+            return self._clean(value.isoformat())
+        return self._clean(str(value))
 
 
 class JsonlWriter:
@@ -61,6 +106,7 @@ class JsonlWriter:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._handle: BinaryIO | None = None
+        self._encoder = LineEncoder()
 
     def start(self, position: Mapping[str, Any] | None) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -75,7 +121,8 @@ class JsonlWriter:
     def write_batch(self, lines: Sequence[Line]) -> None:
         if self._handle is None:
             raise RuntimeError("JsonlWriter.start() was not called")
-        self._handle.write("".join(encode_line(line) + "\n" for line in lines).encode("utf-8"))
+        text = "".join(self._encoder.encode(line) + "\n" for line in lines)
+        self._handle.write(text.encode("utf-8"))
         self._handle.flush()
         os.fsync(self._handle.fileno())
 
@@ -105,6 +152,7 @@ class ParquetWriter:
             + [(f"{name}.score", pa.float64()) for name in self.score_names]
         )
         self._parts_written = 0
+        self._encoder = LineEncoder()
 
     def start(self, position: Mapping[str, Any] | None) -> None:
         if position is None:
@@ -124,8 +172,8 @@ class ParquetWriter:
 
         columns: dict[str, list[Any]] = {
             "row": [line.get("row") for line in lines],
-            "id": [None if line.get("id") is None else str(line.get("id")) for line in lines],
-            RECORD_COLUMN: [encode_line(line) for line in lines],
+            "id": [_id_text(line.get("id")) for line in lines],
+            RECORD_COLUMN: [self._encoder.encode(line) for line in lines],
         }
         for name in self.score_names:
             columns[f"{name}.score"] = [_score(line.get(name)) for line in lines]
@@ -169,6 +217,10 @@ def _part_number(part: Path) -> int:
         return int(part.stem.removeprefix("part-"))
     except ValueError:
         return 0
+
+
+def _id_text(value: Any) -> str | None:
+    return None if value is None else valid_text(str(value))
 
 
 def _score(result: Any) -> float | None:

@@ -47,11 +47,11 @@ def _render(template: str, **context: Any) -> HTMLResponse:
 
 @router.get("/", response_class=HTMLResponse)
 async def overview(request: Request) -> HTMLResponse:
-    require_key(request, browser=True)
+    access = require_key(request, browser=True)
 
     def query() -> list[Any]:
         with request.app.state.store.reading() as session:
-            return applications(session)
+            return applications(session, access.applications)
 
     return _render("index.html", applications=await asyncio.to_thread(query))
 
@@ -73,7 +73,7 @@ def _short(moment: str, bucket: str) -> str:
 
 @router.get("/applications/{name}", response_class=HTMLResponse)
 async def application_page(name: str, request: Request) -> HTMLResponse:
-    require_key(request, browser=True)
+    access = require_key(request, browser=True)
 
     def query(session: Session) -> dict[str, Any]:
         total, recent = detections_page(session, name, limit=RECENT_DETECTIONS)
@@ -114,4 +114,5 @@ async def application_page(name: str, request: Request) -> HTMLResponse:
             "recent": recent,
         }
 
-    return _render("application.html", **await read_application(request, name, query))
+    page = await read_application(request, access, name, query)
+    return _render("application.html", **page)

@@ -9,11 +9,12 @@ from typing import Any
 from fastapi import APIRouter, Request
 from sqlalchemy.orm import Session
 
-from assay.detectors.evaluate import detect_items, parse_items
-from assay.schema import DetectorFailed, DetectRequestItem, RequestValidationError
+from assay.detectors.evaluate import detect_items, failed_results, parse_items
+from assay.schema import DetectorFailed, DetectRequestItem, JudgeFailure, RequestValidationError
 from assay.server.auth import require_key
 from assay.server.body import check_limits, read_json_body
 from assay.server.errors import ErrorBody, ServerError
+from assay.server.settings import ServerSettings
 from assay.store import jobs
 from assay.store.detections import add_detections
 
@@ -25,10 +26,13 @@ ACCEPTED_MESSAGE = "Data successfully sent to Assay."
 _ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorBody, "description": description}
     for status, description in {
-        400: "Body is not JSON, is empty, or is nested too deeply.",
+        400: "Body is not UTF-8 JSON, is empty, is nested too deeply, repeats a key, or holds "
+        "NaN/Infinity or a number beyond JSON's exact range.",
         401: "Missing or invalid API key.",
+        404: "An item publishes to an application the API key may not use.",
+        408: "The body did not arrive within the body timeout.",
         413: "Body, batch or a text is larger than the configured limits.",
-        415: "Content-Type is not application/json.",
+        415: "Content-Type is not application/json, or names a charset other than utf-8.",
         422: "An item is invalid: the message names the item index and field.",
         429: "Too many requests in flight; retry after `retry-after` seconds.",
         503: "A detector failed and the item's must_compute is all_or_none.",
@@ -95,22 +99,30 @@ class _InFlight:
 
 
 async def _detect(request: Request) -> list[dict[str, Any]]:
-    require_key(request)
+    access = require_key(request)
     settings = request.app.state.settings
+    # The body is read before a slot is taken: a client that sends its body slowly (or never)
+    # holds only its own connection, not one of the slots every scoring request needs.
+    body = await read_json_body(request, settings)
+    check_limits(body, settings)
+    try:
+        items = parse_items(body)
+    except RequestValidationError as error:
+        raise ServerError(422, f"{error.field}: {error.message}") from None
+    for index, item in enumerate(items):
+        if item.async_mode and not (item.application_name and item.model_name):
+            missing = "application_name" if not item.application_name else "model_name"
+            raise ServerError(422, f"[{index}].{missing}: required when async_mode is true")
+        if (item.publish or item.async_mode) and not access.allows(item.application_name):
+            raise ServerError(
+                404,
+                f"[{index}].application_name: no application {item.application_name!r} "
+                "for this API key",
+            )
     with _InFlight(request):
-        body = await read_json_body(request, settings)
-        check_limits(body, settings)
-        try:
-            items = parse_items(body)
-        except RequestValidationError as error:
-            raise ServerError(422, f"{error.field}: {error.message}") from None
-        for index, item in enumerate(items):
-            if item.async_mode and not (item.application_name and item.model_name):
-                missing = "application_name" if not item.application_name else "model_name"
-                raise ServerError(422, f"[{index}].{missing}: required when async_mode is true")
         now = [index for index, item in enumerate(items) if not item.async_mode]
         try:
-            computed = await detect_items([items[index] for index in now]) if now else []
+            computed = await judge_in_time([items[i] for i in now], settings) if now else []
         except DetectorFailed as error:
             raise ServerError(
                 503, f"{error}; nothing was stored (must_compute=all_or_none)"
@@ -132,6 +144,19 @@ async def _detect(request: Request) -> list[dict[str, Any]]:
             if queued:
                 request.app.state.worker.wake()
         return responses
+
+
+async def judge_in_time(
+    items: list[DetectRequestItem], settings: ServerSettings
+) -> list[dict[str, Any]]:
+    """`detect_items`, bounded by `settings.judge_timeout_seconds`: past it, every detector
+    of the items fails with kind "timeout" (DetectorFailed under all_or_none)."""
+    try:
+        async with asyncio.timeout(settings.judge_timeout_seconds):
+            return await detect_items(items)
+    except TimeoutError:
+        seconds = settings.judge_timeout_seconds
+        return failed_results(items, JudgeFailure("timeout", f"not judged within {seconds:g} s"))
 
 
 def _store(
@@ -173,10 +198,11 @@ for _path in ("/v2/detect", "/v1/detect", "/v3/detect"):
     responses={401: _ERRORS[401], 404: {"model": ErrorBody, "description": "No such job."}},
 )
 async def job_status(job_id: str, request: Request) -> dict[str, Any]:
-    require_key(request)
+    access = require_key(request)
     job = await asyncio.to_thread(jobs.get, request.app.state.store, job_id)
-    if job is None:
-        raise ServerError(404, f"job {job_id!r} not found")
+    if job is None or not access.allows(job.application_name):
+        # Another application's job is "not found" too: its existence is not ours to confirm.
+        raise ServerError(404, f"job {job_id[:64]!r} not found")
     return {
         "id": job.id,
         "state": job.state,

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Query, Request
 from sqlalchemy.orm import Session
 
 from assay.detectors import DETECTORS
-from assay.server.auth import require_key
+from assay.server.auth import Access, require_key
 from assay.server.errors import ErrorBody, ServerError
 from assay.store import jobs
 from assay.store.detections import (
@@ -39,20 +39,34 @@ Until = Annotated[datetime | None, Query(description="Only detections before (IS
 DetectorName = Annotated[str | None, Query(description="Only this detector.")]
 
 
-def _naive_utc(moment: datetime | None) -> datetime | None:
+#: Largest `offset` accepted: far beyond any real table, well inside SQL's 64-bit integers.
+MAX_OFFSET = 1_000_000_000
+
+
+def _naive_utc(moment: datetime | None, parameter: str) -> datetime | None:
     # Stored timestamps are naive UTC; a zoned filter is converted, a naive one taken as UTC.
     if moment is None or moment.tzinfo is None:
         return moment
-    return moment.astimezone(UTC).replace(tzinfo=None)
+    try:
+        return moment.astimezone(UTC).replace(tzinfo=None)
+    except OverflowError:
+        raise ServerError(
+            422, f"{parameter}: {moment.isoformat()} is outside years 1-9999 once converted to UTC"
+        ) from None
 
 
-async def read_application(request: Request, name: str, reader: Callable[[Session], T]) -> T:
-    """Run `reader` on a session in a worker thread; 404 if `name` has no detections."""
+async def read_application(
+    request: Request, access: Access, name: str, reader: Callable[[Session], T]
+) -> T:
+    """Run `reader` on a session in a worker thread; 404 if `name` has no detections or is
+    outside the key's applications (the same answer, so a scoped key learns nothing about
+    other applications)."""
 
     def run() -> T:
         with request.app.state.store.reading() as session:
-            if not application_exists(session, name):
-                raise ServerError(404, f"application {name!r} has no published detections")
+            if not access.allows(name) or not application_exists(session, name):
+                shown = name if len(name) <= 100 else name[:100] + "…"
+                raise ServerError(404, f"application {shown!r} has no published detections")
             return reader(session)
 
     return await asyncio.to_thread(run)
@@ -68,7 +82,7 @@ def _check_detector(detector: str | None) -> None:
 @router.get("/v1/applications", tags=["read"], responses=_AUTH)
 async def list_applications(request: Request) -> list[dict[str, Any]]:
     """Applications with published detections: models, counts, mean score per detector."""
-    require_key(request)
+    access = require_key(request)
 
     def query() -> list[dict[str, Any]]:
         with request.app.state.store.reading() as session:
@@ -82,7 +96,7 @@ async def list_applications(request: Request) -> list[dict[str, Any]]:
                     else None,
                     "mean_scores": app.mean_scores,
                 }
-                for app in applications(session)
+                for app in applications(session, access.applications)
             ]
 
     return await asyncio.to_thread(query)
@@ -96,19 +110,20 @@ async def list_detections(
     since: Since = None,
     until: Until = None,
     limit: Annotated[int, Query(ge=1, le=500, description="Page size.")] = 50,
-    offset: Annotated[int, Query(ge=0, description="Detections to skip.")] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET, description="Detections to skip.")] = 0,
 ) -> dict[str, Any]:
     """One page of an application's detections, newest first."""
-    require_key(request)
+    access = require_key(request)
     _check_detector(detector)
+    since, until = _naive_utc(since, "since"), _naive_utc(until, "until")
 
     def query(session: Session) -> dict[str, Any]:
         total, page = detections_page(
             session,
             name,
             detector=detector,
-            since=_naive_utc(since),
-            until=_naive_utc(until),
+            since=since,
+            until=until,
             limit=limit,
             offset=offset,
         )
@@ -120,7 +135,7 @@ async def list_detections(
             "items": [detection_json(d) for d in page],
         }
 
-    return await read_application(request, name, query)
+    return await read_application(request, access, name, query)
 
 
 @router.get("/v1/applications/{name}/metrics", tags=["read"], responses=_APP)
@@ -135,8 +150,9 @@ async def application_metrics(
     until: Until = None,
 ) -> dict[str, Any]:
     """Per detector, the mean score in each time bucket (UTC) that has detections."""
-    require_key(request)
+    access = require_key(request)
     _check_detector(detector)
+    since, until = _naive_utc(since, "since"), _naive_utc(until, "until")
 
     def query(session: Session) -> dict[str, Any]:
         series = score_series(
@@ -144,12 +160,12 @@ async def application_metrics(
             name,
             bucket,
             detector=detector,
-            since=_naive_utc(since),
-            until=_naive_utc(until),
+            since=since,
+            until=until,
         )
         return {"application": name, "bucket": bucket, "detectors": series}
 
-    return await read_application(request, name, query)
+    return await read_application(request, access, name, query)
 
 
 @router.get("/v1/detectors", tags=["read"], responses=_AUTH)

@@ -10,7 +10,7 @@ import uvicorn
 from assay.detectors.evaluate import default_judge_name
 from assay.judges.batching import use_batching
 from assay.server.app import create_app
-from assay.server.settings import ServerSettings, load_api_keys
+from assay.server.settings import ApiKeys, ServerSettings, load_api_keys
 from assay.store.session import Store
 
 logger = logging.getLogger(__name__)
@@ -28,10 +28,11 @@ def build_settings(
     job_lease_seconds: float,
 ) -> ServerSettings:
     """Settings from command-line values; raises ValueError naming what is wrong."""
-    keys = frozenset() if no_auth else load_api_keys(api_keys_file)
+    keys = ApiKeys(frozenset(), {}) if no_auth else load_api_keys(api_keys_file)
     return ServerSettings(
         database_url=database_url,
-        api_keys=keys,
+        api_keys=keys.admin,
+        scoped_keys=keys.scoped,
         auth=not no_auth,
         max_in_flight=max_in_flight,
         max_batch_items=max_batch_items,

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
-from assay.schema import MAX_TEXT_CHARS
+from assay.schema import APPLICATION_NAME_PATTERN, APPLICATION_NAME_RULE, MAX_TEXT_CHARS, check_name
 
 #: Comma-separated API keys.
 API_KEYS_ENV = "ASSAY_API_KEYS"
-#: A file with one API key per line (blank lines and `#` comments ignored).
+#: A file with one API key per line, optionally followed by the applications it may use
+#: (blank lines and `#` comments ignored); see `parse_keys_file`.
 API_KEYS_FILE_ENV = "ASSAY_API_KEYS_FILE"
+#: In a keys file, the application list that means "every application" (an admin key).
+ALL_APPLICATIONS = "*"
 
 
 @dataclass(frozen=True)
@@ -19,7 +24,9 @@ class ServerSettings:
     """How the server behaves.
 
     database_url: SQLAlchemy URL; None means `$ASSAY_DATABASE_URL`, else `sqlite:///assay.db`.
-    api_keys: keys accepted in the `Authorization` header.
+    api_keys: keys accepted in the `Authorization` header that may use every application
+        (admin keys).
+    scoped_keys: keys that may publish, read and poll only the applications listed for them.
     auth: False serves without checking keys (local use only).
     max_in_flight: detect requests handled at once; more get 429 with `retry-after`.
     max_batch_items: most items in one detect body (413 beyond).
@@ -32,10 +39,15 @@ class ServerSettings:
     job_concurrency: jobs the worker processes at once.
     job_poll_seconds: how often an idle worker looks for jobs left by another process.
     batch_window_seconds: how long the judge waits to gather concurrent requests' questions.
+    body_timeout_seconds: how long a client may take to send its whole body (408 beyond), so
+        that slow or stalled uploads cannot hold the server's attention.
+    judge_timeout_seconds: longest judging of one request or job; past it every detector of
+        its items fails with kind "timeout".
     """
 
     database_url: str | None = None
     api_keys: frozenset[str] = field(default_factory=frozenset)
+    scoped_keys: Mapping[str, frozenset[str]] = field(default_factory=dict)
     auth: bool = True
     max_in_flight: int = 64
     max_batch_items: int = 100
@@ -47,6 +59,8 @@ class ServerSettings:
     job_concurrency: int = 4
     job_poll_seconds: float = 0.5
     batch_window_seconds: float = 0.005
+    body_timeout_seconds: float = 10.0
+    judge_timeout_seconds: float = 120.0
 
     def __post_init__(self) -> None:
         positive = {
@@ -59,36 +73,88 @@ class ServerSettings:
             "job_max_attempts": self.job_max_attempts,
             "job_concurrency": self.job_concurrency,
             "job_poll_seconds": self.job_poll_seconds,
+            "body_timeout_seconds": self.body_timeout_seconds,
+            "judge_timeout_seconds": self.judge_timeout_seconds,
         }
         for name, value in positive.items():
             if value <= 0:
                 raise ValueError(f"{name} must be positive, got {value!r}")
         if self.max_text_chars > MAX_TEXT_CHARS:
             raise ValueError(f"max_text_chars may be at most {MAX_TEXT_CHARS}")
-        if self.auth and not self.api_keys:
+        both = self.api_keys & set(self.scoped_keys)
+        if both:
+            raise ValueError("a key is configured both for every application and for some")
+        if self.auth and not (self.api_keys or self.scoped_keys):
             raise ValueError(
                 f"no API keys configured: set ${API_KEYS_ENV} or ${API_KEYS_FILE_ENV} "
                 "(or pass --api-keys-file), or run with --no-auth for local use"
             )
 
 
-def load_api_keys(path: Path | None = None) -> frozenset[str]:
-    """Keys from `$ASSAY_API_KEYS` plus those in `path` (default `$ASSAY_API_KEYS_FILE`).
+class ApiKeys(NamedTuple):
+    """Configured keys: `admin` may use every application, `scoped` only those listed."""
 
-    Raises ValueError naming the file when it cannot be read.
+    admin: frozenset[str]
+    scoped: dict[str, frozenset[str]]
+
+
+def load_api_keys(path: Path | None = None) -> ApiKeys:
+    """Keys from `$ASSAY_API_KEYS` (admin keys) plus those in `path` (default
+    `$ASSAY_API_KEYS_FILE`; format in `parse_keys_file`).
+
+    Raises ValueError naming the file (and line) when it cannot be read or a line is invalid.
     """
-    keys = {key.strip() for key in os.environ.get(API_KEYS_ENV, "").split(",") if key.strip()}
+    admin = {key.strip() for key in os.environ.get(API_KEYS_ENV, "").split(",") if key.strip()}
+    scoped: dict[str, frozenset[str]] = {}
     file = path or (
         Path(os.environ[API_KEYS_FILE_ENV]) if os.environ.get(API_KEYS_FILE_ENV) else None
     )
     if file is not None:
         try:
-            lines = file.read_text(encoding="utf-8").splitlines()
-        except OSError as error:
-            raise ValueError(
-                f"API keys file {str(file)!r} cannot be read: {error.strerror}"
-            ) from None
-        keys.update(
-            line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")
+            text = file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            reason = error.strerror if isinstance(error, OSError) else "not UTF-8 text"
+            raise ValueError(f"API keys file {str(file)!r} cannot be read: {reason}") from None
+        from_file = parse_keys_file(text, str(file))
+        admin.update(from_file.admin)
+        scoped = from_file.scoped
+    if admin & set(scoped):
+        raise ValueError(
+            f"{API_KEYS_ENV} and the keys file give a key both for every application and for some"
         )
-    return frozenset(keys)
+    return ApiKeys(frozenset(admin), scoped)
+
+
+def parse_keys_file(text: str, source: str = "keys file") -> ApiKeys:
+    """Read a keys file: one key per line, blank lines and lines starting with `#` ignored.
+
+    A key alone on its line, or followed by `*`, may use every application. A key followed by
+    whitespace and a comma-separated list of application names may use only those:
+
+        admin-key-1
+        team-a-key   shop, shop-eu
+    """
+    admin: set[str] = set()
+    scoped: dict[str, frozenset[str]] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        key, *others = stripped.split(maxsplit=1)
+        rest = others[0].strip() if others else ""
+        if key in admin or key in scoped:
+            raise ValueError(f"{source}, line {number}: this key is listed twice")
+        if not rest or rest == ALL_APPLICATIONS:
+            admin.add(key)
+            continue
+        names = [name.strip() for name in rest.split(",")]
+        for name in names:
+            try:
+                check_name(name, APPLICATION_NAME_PATTERN, APPLICATION_NAME_RULE)
+            except ValueError as error:
+                raise ValueError(
+                    f"{source}, line {number}: application {name!r} {error}; write "
+                    f"'<key> <app>,<app>' or '<key> {ALL_APPLICATIONS}'"
+                ) from None
+        scoped[key] = frozenset(names)
+    return ApiKeys(frozenset(admin), scoped)

@@ -4,6 +4,10 @@ It runs inside the server process as an asyncio task: it claims jobs from the `j
 (see `assay.store.jobs` for why a job is finished exactly once), scores them with the same
 core as a synchronous request, and writes results and the state change in one transaction.
 Jobs a killed process left half-done are picked up again once their lease expires.
+
+Each job runs as its own task, and a new job is claimed as soon as any slot frees up, so one
+slow job (a silent LLM endpoint) delays nobody else. A running job's lease is renewed while it
+works, so only a dead worker's jobs are taken over.
 """
 
 from __future__ import annotations
@@ -11,11 +15,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from typing import Any
 
 from sqlalchemy.orm import Session
 
-from assay.detectors.evaluate import detect_items, parse_item
-from assay.schema import DetectorFailed, RequestValidationError
+from assay.detectors.evaluate import detect_items, failed_results, parse_item
+from assay.schema import DetectorFailed, DetectRequestItem, JudgeFailure, RequestValidationError
 from assay.server.settings import ServerSettings
 from assay.store import jobs
 from assay.store.detections import add_detections
@@ -28,7 +33,8 @@ class JobWorker:
     """Claims and runs jobs until stopped.
 
     store: where the jobs live.
-    settings: lease, attempts, concurrency and polling interval (`job_*` settings).
+    settings: lease, attempts, concurrency and polling interval (`job_*` settings), and
+        `judge_timeout_seconds` (longest a job may be judged).
     """
 
     def __init__(self, store: Store, settings: ServerSettings) -> None:
@@ -36,6 +42,7 @@ class JobWorker:
         self.settings = settings
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._running: set[asyncio.Task[None]] = set()
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="assay-job-worker")
@@ -52,24 +59,51 @@ class JobWorker:
             self._task = None
 
     async def _run(self) -> None:
-        while True:
-            try:
-                claimed = await asyncio.to_thread(
-                    jobs.claim,
-                    self.store,
-                    self.settings.job_concurrency,
-                    self.settings.job_lease_seconds,
-                    self.settings.job_max_attempts,
-                )
-            except Exception:  # the database hiccuped; try again on the next round
-                logger.exception("could not claim jobs")
-                claimed = []
-            if claimed:
-                await asyncio.gather(*(self._process(job) for job in claimed))
-                continue
-            self._wake.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.settings.job_poll_seconds)
+        try:
+            while True:
+                # Cleared before looking, so a wake() that arrives meanwhile is not lost.
+                self._wake.clear()
+                free = self.settings.job_concurrency - len(self._running)
+                if free > 0:
+                    for job in await self._claim(free):
+                        task = asyncio.create_task(self._process(job), name=f"assay-job-{job.id}")
+                        self._running.add(task)
+                await self._wait_for_change()
+        finally:
+            # Shutting down: each running job hands itself back to the queue (see _process).
+            for task in self._running:
+                task.cancel()
+            await asyncio.gather(*self._running, return_exceptions=True)
+            self._running.clear()
+
+    async def _claim(self, limit: int) -> list[jobs.ClaimedJob]:
+        try:
+            return await asyncio.to_thread(
+                jobs.claim,
+                self.store,
+                limit,
+                self.settings.job_lease_seconds,
+                self.settings.job_max_attempts,
+            )
+        except Exception:  # the database hiccuped; try again on the next round
+            logger.exception("could not claim jobs")
+            return []
+
+    async def _wait_for_change(self) -> None:
+        """Until a job finishes, a request queues one, or it is time to poll again."""
+        woken = asyncio.create_task(self._wake.wait())
+        try:
+            done, _ = await asyncio.wait(
+                {*self._running, woken},
+                timeout=self.settings.job_poll_seconds,
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+        finally:
+            woken.cancel()
+        for task in done - {woken}:
+            self._running.discard(task)
+            if not task.cancelled() and task.exception() is not None:
+                logger.error("job task failed", exc_info=task.exception())
 
     async def _process(self, job: jobs.ClaimedJob) -> None:
         try:
@@ -77,8 +111,9 @@ class JobWorker:
         except RequestValidationError as error:
             await asyncio.to_thread(jobs.fail, self.store, job, f"stored request invalid: {error}")
             return
+        lease = asyncio.create_task(self._keep_lease(job))
         try:
-            results = (await detect_items([item]))[0]
+            results = await self._judge(item)
         except asyncio.CancelledError:
             # The server is shutting down: hand the job back now rather than after its lease.
             await asyncio.to_thread(jobs.release, self.store, job, "server stopped", refund=True)
@@ -92,6 +127,8 @@ class JobWorker:
                 jobs.release, self.store, job, f"{type(error).__name__}: {error}"
             )
             return
+        finally:
+            lease.cancel()
 
         def write(session: Session) -> None:
             add_detections(session, item, results, request_id=job.id, job_id=job.id)
@@ -99,3 +136,24 @@ class JobWorker:
         done = await asyncio.to_thread(jobs.complete, self.store, job, results, write)
         if done:
             logger.info("job %s done (attempt %d)", job.id, job.attempt)
+
+    async def _judge(self, item: DetectRequestItem) -> dict[str, Any]:
+        seconds = self.settings.judge_timeout_seconds
+        try:
+            async with asyncio.timeout(seconds):
+                return (await detect_items([item]))[0]
+        except TimeoutError:
+            failure = JudgeFailure("timeout", f"not judged within {seconds:g} s")
+            return failed_results([item], failure)[0]
+
+    async def _keep_lease(self, job: jobs.ClaimedJob) -> None:
+        lease = self.settings.job_lease_seconds
+        while True:
+            await asyncio.sleep(lease / 3)
+            try:
+                held = await asyncio.to_thread(jobs.renew, self.store, job, lease)
+            except Exception:  # a missed renewal only risks a duplicate attempt, never a result
+                logger.exception("could not renew the lease of job %s", job.id)
+                continue
+            if not held:
+                return

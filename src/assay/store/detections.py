@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -71,29 +71,35 @@ class ApplicationSummary:
     mean_scores: dict[str, float] = field(default_factory=dict)
 
 
-def applications(session: Session) -> list[ApplicationSummary]:
-    """Every application that has published detections, by name."""
+def applications(session: Session, only: Collection[str] | None = None) -> list[ApplicationSummary]:
+    """Every application that has published detections, by name.
+
+    only: just these applications (those an API key may see); None: all of them.
+    """
     summaries: dict[str, ApplicationSummary] = {}
-    rows = session.execute(
-        select(
-            Detection.application_name,
-            Detection.model_name,
-            func.count(),
-            func.max(Detection.created_at),
-        ).group_by(Detection.application_name, Detection.model_name)
-    ).all()
+    counts = select(
+        Detection.application_name,
+        Detection.model_name,
+        func.count(),
+        func.max(Detection.created_at),
+    )
+    means = select(Detection.application_name, Detection.detector, func.avg(Detection.score))
+    if only is not None:
+        counts = counts.where(Detection.application_name.in_(sorted(only)))
+        means = means.where(Detection.application_name.in_(sorted(only)))
+    rows = session.execute(counts.group_by(Detection.application_name, Detection.model_name)).all()
     for name, model, count, last in rows:
         summary = summaries.setdefault(name, ApplicationSummary(name))
         summary.models.append(model)
         summary.detections += int(count)
         if summary.last_detection_at is None or last > summary.last_detection_at:
             summary.last_detection_at = last
-    means = session.execute(
-        select(Detection.application_name, Detection.detector, func.avg(Detection.score))
-        .where(Detection.score.is_not(None))
-        .group_by(Detection.application_name, Detection.detector)
+    averages = session.execute(
+        means.where(Detection.score.is_not(None)).group_by(
+            Detection.application_name, Detection.detector
+        )
     ).all()
-    for name, detector, mean in means:
+    for name, detector, mean in averages:
         summaries[name].mean_scores[detector] = round(float(mean), 4)
     for summary in summaries.values():
         summary.models.sort()

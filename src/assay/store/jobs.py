@@ -103,6 +103,20 @@ def claim(store: Store, limit: int, lease_seconds: float, max_attempts: int) -> 
     return claimed
 
 
+def _update_held(session: Session, job: ClaimedJob, values: dict[str, Any]) -> bool:
+    """Apply `values` to the job only while this claim still holds it; whether it did."""
+    held = session.execute(
+        update(Job)
+        .where(
+            Job.id == job.id,
+            Job.state == JobState.RUNNING.value,
+            Job.attempts == job.attempt,
+        )
+        .values(updated_at=utcnow(), **values)
+    )
+    return bool(held.rowcount == 1)  # type: ignore[attr-defined]
+
+
 def _finish(
     store: Store,
     job: ClaimedJob,
@@ -110,17 +124,7 @@ def _finish(
     write: Callable[[Session], None] | None = None,
 ) -> bool:
     with store.transaction() as session:
-        now = utcnow()
-        held = session.execute(
-            update(Job)
-            .where(
-                Job.id == job.id,
-                Job.state == JobState.RUNNING.value,
-                Job.attempts == job.attempt,
-            )
-            .values(updated_at=now, **values)
-        )
-        if held.rowcount != 1:  # type: ignore[attr-defined]
+        if not _update_held(session, job, values):
             # Our lease ran out and someone else owns the job now; write nothing.
             logger.warning("job %s attempt %d lost its claim; result dropped", job.id, job.attempt)
             session.rollback()
@@ -128,6 +132,14 @@ def _finish(
         if write is not None:
             write(session)
     return True
+
+
+def renew(store: Store, job: ClaimedJob, lease_seconds: float) -> bool:
+    """Extend the lease of a job still being worked on, so a long job is not taken over by
+    another worker while its own is alive. False when the claim is no longer held."""
+    with store.transaction() as session:
+        lease = utcnow() + timedelta(seconds=lease_seconds)
+        return _update_held(session, job, {"lease_expires_at": lease})
 
 
 def complete(

@@ -17,6 +17,7 @@ from assay.judges.embedded.signals import (
     relevance_features,
     shared_features,
 )
+from assay.judges.isolation import answer_each_item_sync, failure_of, item_groups
 from assay.schema import JudgeFailure
 
 logger = logging.getLogger(__name__)
@@ -53,11 +54,14 @@ class EmbeddedJudge(Judge):
             return [failure] * len(questions)
         try:
             evidence = gather(self.encoder, questions)
-        except Exception as error:  # the encoder failed: every question of the batch is unscored
+        except Exception as error:
+            if len(item_groups(questions)) > 1:
+                # One item can break the encoder call for all (a text the tokenizer refuses):
+                # answer each item on its own so that only the item at fault is unscored.
+                logger.warning("a batch failed (%s); answering item by item", error)
+                return answer_each_item_sync(self.answer_sync, questions)
             logger.exception("embedded judge failed")
-            return [JudgeFailure("judge_error", f"{type(error).__name__}: {error}")] * len(
-                questions
-            )
+            return [failure_of(error)] * len(questions)
         verdicts: list[Verdict | JudgeFailure] = []
         for question in questions:
             ev = evidence[_key(question)]
