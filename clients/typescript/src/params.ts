@@ -10,7 +10,8 @@ export type DetectConfig = { [detector: string]: DetectorConfig };
 
 /** Everything in a request item except the texts and config, for the positional form. */
 export interface DetectOptions {
-  /** Extra instructions to check the response against (string or list). */
+  /** Accepted for source compatibility only: Assay's detectors judge their own published
+   * instructions, and the server rejects any value but null (422 naming `[i].instructions`). */
   instructions?: string | string[] | null;
   /** Store the result on the server (needs `applicationName` and `modelName` to group it). */
   publish?: boolean;

@@ -2,7 +2,8 @@
 // Regenerate with `npm run generate`; the test suite fails when this file is stale.
 
 /**
- * Per-detector options inside a request item's `config`.
+ * Per-detector options inside a request item's `config`; unknown options are refused
+ * (a misspelt `explian` must not be ignored silently).
  *
  * From the OpenAPI document.
  */
@@ -20,8 +21,6 @@ export interface DetectorConfig {
    * Default: null.
    */
   judge?: string | null;
-  /** Further options are passed through to the detector. */
-  [key: string]: unknown;
 }
 
 /**
@@ -44,9 +43,10 @@ export interface DetectRequestItem {
    */
   config: { [key: string]: DetectorConfig };
   /**
+   * Not supported: the detectors judge their own published instructions (GET /v1/detectors). Any value but null is refused.
    * Default: null.
    */
-  instructions?: string | string[] | null;
+  instructions?: null;
   /**
    * Default: false.
    */
