@@ -65,6 +65,66 @@ CASES: list[tuple[str, Any, str, str]] = [
         "unknown judge",
     ),
     ("item not an object", "just a string", "[0]", "JSON object"),
+    (
+        "lone surrogate in text",
+        {**GOOD, "generated_text": "a \ud800"},
+        "[0].generated_text",
+        "U+D800",
+    ),
+    (
+        "lone surrogate in a document",
+        {**GOOD, "context": ["ok", "\udc80"]},
+        "[0].context[1]",
+        "UTF-8",
+    ),
+    (
+        "lone surrogate in a config key",
+        {**GOOD, "config": {"output_relevance\udfff": {}}},
+        "[0].config",
+        "a key holds a lone surrogate",
+    ),
+    (
+        "misspelt detector option",
+        {**GOOD, "config": {"output_relevance": {"explian": True}}},
+        "[0].config.output_relevance.explian",
+        "not permitted",
+    ),
+    (
+        "custom instructions",
+        {**GOOD, "instructions": "Be brief."},
+        "[0].instructions",
+        "not supported",
+    ),
+    (
+        "empty instructions list",
+        {**GOOD, "instructions": []},
+        "[0].instructions",
+        "remove this field",
+    ),
+    (
+        "application name with a slash",
+        {**GOOD, "publish": True, "application_name": "team/app", "model_name": "m"},
+        "[0].application_name",
+        "letters, digits, '.', '_' and '-'",
+    ),
+    (
+        "application name too long",
+        {**GOOD, "publish": True, "application_name": "a" * 101, "model_name": "m"},
+        "[0].application_name",
+        "1 to 100 characters, got 101",
+    ),
+    (
+        "model name with a space",
+        {**GOOD, "publish": True, "application_name": "shop", "model_name": "gpt 4"},
+        "[0].model_name",
+        ": / @ +",
+    ),
+    (
+        "long unknown detector name",
+        {**GOOD, "config": {"d" * 5000: {}}},
+        "[0].config." + "d" * 60 + "… (5000 characters)",
+        "unknown detector",
+    ),
 ]
 
 
@@ -96,3 +156,14 @@ def test_context_as_string_or_list_is_accepted() -> None:
     [as_list] = parse_items([{**GOOD, "context": ["one", "two"]}])
     assert as_string.context_documents() == ["one document"]
     assert as_list.context_documents() == ["one", "two"]
+
+
+def test_null_instructions_are_accepted() -> None:
+    [item] = parse_items([{**GOOD, "instructions": None}])
+    assert item.instructions is None
+
+
+def test_names_from_the_documented_character_sets_are_accepted() -> None:
+    named = {**GOOD, "publish": True, "application_name": "Shop_EU-2.0"}
+    [item] = parse_items([{**named, "model_name": "meta-llama/Llama-3-8B:q4@2024+x"}])
+    assert item.application_name == "Shop_EU-2.0"

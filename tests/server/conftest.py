@@ -7,9 +7,10 @@ fault-injection judges that the server then uses. Tests that must kill the serve
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,8 @@ import pytest
 import uvicorn
 from fastapi import FastAPI
 
+from assay.judges import Judge, Question, Verdict, register_judge
+from assay.schema import JudgeFailure
 from assay.server import ServerSettings, create_app
 from assay.server.process import free_port
 
@@ -100,6 +103,29 @@ def make_server(tmp_path: Path) -> Iterator[ServerFactory]:
 def live_server(make_server: ServerFactory) -> LiveServer:
     """A server with default settings and API key `test-key`."""
     return make_server()
+
+
+class GatedJudge(Judge):
+    """Fault injection: holds every call until the test opens the gate."""
+
+    name = "gated"
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+
+    async def answer(self, questions: Sequence[Question]) -> list[Verdict | JudgeFailure]:
+        # Polled rather than waited on in a thread, so that cancelling the caller ends it.
+        while not self.gate.is_set():
+            await asyncio.sleep(0.01)
+        return [Verdict(0.9, "ok") for _ in questions]
+
+
+@pytest.fixture
+def gated_judge() -> Iterator[GatedJudge]:
+    judge = GatedJudge()
+    register_judge("gated", lambda: judge)
+    yield judge
+    judge.gate.set()
 
 
 def relevance_item(**fields: Any) -> dict[str, Any]:

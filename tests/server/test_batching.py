@@ -78,6 +78,42 @@ def test_a_failing_backend_fails_every_caller_explicitly_and_keeps_working() -> 
     assert isinstance(again[0], Verdict)
 
 
+class _Fragile(_Recording):
+    """Raises for any call that includes a question about "poison" (as a tokenizer does for a
+    text it cannot encode), answers every other call."""
+
+    async def answer(self, questions: Sequence[Question]) -> list[Verdict | JudgeFailure]:
+        self.calls.append(len(questions))
+        if any("poison" in q.generated_text for q in questions):
+            raise TypeError("cannot encode this text")
+        return [Verdict(0.5, explanation=q.generated_text) for q in questions]
+
+
+def test_a_poisoned_item_fails_alone_and_its_batch_neighbours_are_answered() -> None:
+    inner = _Fragile()
+    judge = BatchingJudge(inner, window_seconds=0.5)
+
+    async def ask() -> list[list[Verdict | JudgeFailure]]:
+        callers = [_questions(c, 2) for c in range(6)]
+        callers[3] = callers[3][:1] + [
+            Question("output_relevance", "core_intent", "i", generated_text="poison")
+        ]
+        return await asyncio.gather(*(judge.answer(questions) for questions in callers))
+
+    answers = asyncio.run(ask())
+    assert inner.calls[0] == 12  # all six callers were in one batch, which raised
+    assert judge.batches == 1
+    for caller, verdicts in enumerate(answers):
+        if caller == 3:
+            assert isinstance(verdicts[0], Verdict)  # same caller, other item: answered
+            assert isinstance(verdicts[1], JudgeFailure) and verdicts[1].kind == "judge_error"
+            assert "TypeError: cannot encode this text" in verdicts[1].message
+        else:
+            assert [v.explanation for v in verdicts if isinstance(v, Verdict)] == [
+                f"caller {caller} q {n}" for n in range(2)
+            ]
+
+
 def test_empty_question_list_needs_no_backend_call() -> None:
     inner = _Recording()
     assert asyncio.run(BatchingJudge(inner).answer([])) == []

@@ -7,7 +7,7 @@ import base64
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import httpx
@@ -23,6 +23,7 @@ from conftest import assert_relevance_contract
 
 from .conftest import (
     API_KEY,
+    GatedJudge,
     LiveServer,
     ServerFactory,
     published,
@@ -268,31 +269,8 @@ def test_assay_clients_work_against_the_server(live_server: LiveServer) -> None:
     assert asyncio.run(run_async()) == expected
 
 
-class _GatedJudge(Judge):
-    """Fault injection: holds every call until the test opens the gate."""
-
-    name = "gated"
-
-    def __init__(self) -> None:
-        self.gate = threading.Event()
-
-    async def answer(self, questions: Sequence[Question]) -> list[Verdict | JudgeFailure]:
-        # Polled rather than waited on in a thread, so that cancelling the caller ends it.
-        while not self.gate.is_set():
-            await asyncio.sleep(0.01)
-        return [Verdict(0.9, "ok") for _ in questions]
-
-
-@pytest.fixture
-def gated_judge() -> Iterator[_GatedJudge]:
-    judge = _GatedJudge()
-    register_judge("gated", lambda: judge)
-    yield judge
-    judge.gate.set()
-
-
 def test_saturated_server_answers_429_with_retry_after(
-    make_server: ServerFactory, gated_judge: _GatedJudge
+    make_server: ServerFactory, gated_judge: GatedJudge
 ) -> None:
     server = make_server(max_in_flight=1)
     held = relevance_item(config={"output_relevance": {"judge": "gated"}})
@@ -312,7 +290,7 @@ def test_saturated_server_answers_429_with_retry_after(
     assert server.post([relevance_item()]).status_code == 200  # serving again
 
 
-def test_clean_shutdown_hands_running_jobs_back(tmp_path: Path, gated_judge: _GatedJudge) -> None:
+def test_clean_shutdown_hands_running_jobs_back(tmp_path: Path, gated_judge: GatedJudge) -> None:
     database = tmp_path / "shutdown.db"
     settings = ServerSettings(database_url=f"sqlite:///{database}", api_keys=frozenset({API_KEY}))
     running = serve_app(settings, database)
