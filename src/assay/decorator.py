@@ -66,6 +66,8 @@ class Detect:
 
     values_returned: names of the function's return values, in order; each one of
         "generated_text", "context", "user_query", "instructions"; must include "generated_text".
+        "instructions" is accepted for AIMon compatibility, but only a None value is: the
+        detectors judge their own published instructions.
     config: detector name -> options, e.g. `{"output_relevance": {"detector_name": "default"}}`.
     api_key: sent as `Authorization: Bearer <api_key>` to a server; default `$AIMON_API_KEY`;
         not needed in-process.

@@ -64,7 +64,6 @@ describe("detect", () => {
       userQuery: QUESTION,
       generatedText: ANSWER,
       context: [POLICY],
-      instructions: ["Response should mention a number of days"],
       config: {
         output_relevance: { detector_name: "default" },
         completeness: { detector_name: "default" },
@@ -183,6 +182,23 @@ describe("errors the server produces", () => {
     await assert.rejects(client.detect(params), (error: unknown) => {
       assert.ok(error instanceof UnprocessableEntityError);
       assert.match(error.message, /explain_all/);
+      return true;
+    });
+  });
+
+  test("custom instructions are refused by name, not ignored", async () => {
+    const params = {
+      generatedText: ANSWER,
+      userQuery: QUESTION,
+      instructions: ["Response should mention a number of days"],
+      config: { output_relevance: {} },
+    };
+    await assert.rejects(client.detect(params), (error: unknown) => {
+      assert.ok(error instanceof UnprocessableEntityError);
+      assert.match(
+        error.message,
+        /^422 \[0\]\.instructions: custom instructions are not supported/,
+      );
       return true;
     });
   });
