@@ -35,7 +35,6 @@ from assay import (
     RequestValidationError,
 )
 from assay._sync import run_sync
-from assay.transport import retry_delay
 from conftest import (
     CannedResponse,
     OverlapJudge,
@@ -613,18 +612,3 @@ async def test_async_detect_decorator_posts_to_a_server(stub_server: StubServer)
     assert text == ON_TOPIC
     assert result.detect_response == CANNED[0]
     assert stub_server.requests[0].body[0]["generated_text"] == ON_TOPIC
-
-
-# --- retry timing (computed, never measured) ----------------------------------------------------
-
-
-def test_retry_delay_honours_retry_after_and_backs_off_with_jitter() -> None:
-    assert retry_delay(0, "0") == 0.0
-    assert retry_delay(3, "1.5") == 1.5
-    assert retry_delay(0, "3600") == 60.0  # capped
-    assert retry_delay(0, "Wed, 21 Oct 2015 07:28:00 GMT") == 0.0  # a date in the past
-    for attempt, ceiling in ((0, 0.5), (1, 1.0), (2, 2.0), (10, 8.0)):
-        delays = {retry_delay(attempt, None) for _ in range(20)}
-        assert all(ceiling / 2 <= delay <= ceiling for delay in delays)
-        assert len(delays) > 1  # jittered
-    assert 0.25 <= retry_delay(0, "soon") <= 0.5  # unparseable: ordinary backoff

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import threading
 from collections.abc import Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -32,3 +33,54 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     context = contextvars.copy_context()
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="assay-sync") as pool:
         return pool.submit(context.run, asyncio.run, coro).result()
+
+
+class LoopThread:
+    """An event loop of its own on a daemon thread, for a sync facade over async code whose state
+    belongs to one loop (an `httpx.AsyncClient`'s connection pool): `asyncio.run` per call would
+    give every call a new loop and strand that state. Started on first use; safe to share
+    between threads, whose calls then run concurrently on the one loop.
+
+    name: the thread's name (shows in stack dumps).
+    """
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def started(self) -> bool:
+        return self._loop is not None
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run `coro` on the loop thread and wait for its result (or exception)."""
+        future = asyncio.run_coroutine_threadsafe(coro, self._running_loop())
+        try:
+            return future.result()
+        except BaseException:
+            # Interrupted while waiting (Ctrl-C): stop the call as well. A no-op when the
+            # coroutine itself raised, since it is done by then.
+            future.cancel()
+            raise
+
+    def close(self) -> None:
+        """Stop the loop and its thread; a later `run` starts a new one."""
+        with self._lock:
+            loop, thread = self._loop, self._thread
+            self._loop = self._thread = None
+        if loop is None or thread is None:
+            return
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join()
+        loop.close()
+
+    def _running_loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(target=loop.run_forever, name=self._name, daemon=True)
+                thread.start()
+                self._loop, self._thread = loop, thread
+            return self._loop

@@ -4,24 +4,26 @@ Without a base URL everything runs in this process on Assay's own detectors and 
 (argument, else `$ASSAY_BASE_URL`, else `$CLIENT_BASE_URL`) the request items are posted to the
 server's `POST /v2/detect` and its answer comes back in the same shape.
 
-The `Detect` decorator and `detect()` live in `assay.decorator` and the `APIError` family in
-`assay.transport`; all are re-exported here, so `from assay.client import Detect` still works.
+The sync `Client` is a facade over the async code: a remote call runs on the client's own event
+loop thread (so its connection pool outlives a call), an in-process one through `run_sync`.
+Retries follow the shared policy in `assay.retries`. The `APIError` family lives in
+`assay.transport` and is re-exported here; the `Detect` decorator and `detect()` are in
+`assay.decorator`, which builds on this module (`from assay import Detect` gives them).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
-import time
 from collections.abc import Iterable, Mapping
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import Any, TypeAlias
 
 import httpx
 
-from assay._sync import run_sync
+from assay._sync import LoopThread, run_sync
 from assay.detectors.evaluate import check_encodable, detect_items, parse_items
+from assay.retries import GaveUp, RetryPolicy, retry
 from assay.schema import DetectRequestItem, RequestValidationError
 from assay.transport import (
     APIConnectionError,
@@ -33,16 +35,11 @@ from assay.transport import (
     NotFoundError,
     PermissionDeniedError,
     RateLimitError,
+    classify,
     decoded_body,
-    retry_delay,
-    retryable,
     status_error,
     transport_error,
 )
-
-if TYPE_CHECKING:
-    from assay.decorator import RETURNABLE_FIELDS as RETURNABLE_FIELDS
-    from assay.decorator import Detect, DetectResult, detect
 
 __all__ = [
     "APIConnectionError",
@@ -52,14 +49,11 @@ __all__ = [
     "AuthenticationError",
     "BadRequestError",
     "Client",
-    "Detect",
     "DetectResponseItem",
-    "DetectResult",
     "InternalServerError",
     "NotFoundError",
     "PermissionDeniedError",
     "RateLimitError",
-    "detect",
 ]
 
 logger = logging.getLogger(__name__)
@@ -164,6 +158,8 @@ class _ClientBase:
         self.max_retries = max_retries
         self.judge = judge
         self._warned_about_publish = False
+        # Created on first remote call, in the event loop that makes it.
+        self._http: httpx.AsyncClient | None = None
 
     @property
     def in_process(self) -> bool:
@@ -186,6 +182,33 @@ class _ClientBase:
             )
         results = await detect_items(parsed, judge=self.judge)
         return [DetectResponseItem(result) for result in results]
+
+    async def _detect_remote(self, items: list[Any]) -> list[DetectResponseItem]:
+        assert self.base_url is not None
+        if self._http is None:
+            self._http = httpx.AsyncClient(timeout=httpx.Timeout(self.timeout))
+        http = self._http
+        url, payload, headers = self.base_url + DETECT_PATH, _wire_items(items), self._headers()
+
+        async def attempt() -> list[DetectResponseItem]:
+            try:
+                response = await http.post(url, json=payload, headers=headers)
+            except httpx.TransportError as failure:
+                raise transport_error(failure) from None
+            if not response.is_success:
+                raise status_error(response)
+            return _response_items(response)
+
+        policy = RetryPolicy(attempts=self.max_retries + 1)
+        try:
+            return await retry(attempt, policy, classify, what=f"POST {url}")
+        except GaveUp as gave_up:
+            raise gave_up.error from None
+
+    async def _close_http(self) -> None:
+        if self._http is not None:
+            await self._http.aclose()
+            self._http = None
 
 
 class Client(_ClientBase):
@@ -211,39 +234,21 @@ class Client(_ClientBase):
         judge: str | None = None,
     ) -> None:
         super().__init__(auth_header, base_url, timeout, max_retries, judge)
-        self._http: httpx.Client | None = None
+        self._loop = LoopThread("assay-client")
         self.inference = Inference(self)
 
     def _detect(self, body: DetectBody) -> list[DetectResponseItem]:
         items = _body_items(body)
-        if self.base_url is None:
+        if self.in_process:
             return run_sync(self._detect_in_process(items))
-        if self._http is None:
-            self._http = httpx.Client(timeout=httpx.Timeout(self.timeout))
-        url, payload, headers = self.base_url + DETECT_PATH, _wire_items(items), self._headers()
-        attempt = 0
-        while True:
-            retry_after = None
-            try:
-                response = self._http.post(url, json=payload, headers=headers)
-            except httpx.TransportError as failure:
-                error = transport_error(failure)
-            else:
-                if response.is_success:
-                    return _response_items(response)
-                error, retry_after = status_error(response), response.headers.get("retry-after")
-            if attempt >= self.max_retries or not retryable(error):
-                raise error
-            delay = retry_delay(attempt, retry_after)
-            logger.info("retrying POST %s in %.2fs after: %s", url, delay, error)
-            time.sleep(delay)
-            attempt += 1
+        return self._loop.run(self._detect_remote(items))
 
     def close(self) -> None:
-        """Close the HTTP connection pool (nothing to do in-process)."""
-        if self._http is not None:
-            self._http.close()
-            self._http = None
+        """Close the HTTP connection pool and the client's loop thread (nothing to do
+        in-process)."""
+        if self._loop.started:
+            self._loop.run(self._close_http())
+        self._loop.close()
 
     def __enter__(self) -> Client:
         return self
@@ -272,39 +277,17 @@ class AsyncClient(_ClientBase):
         judge: str | None = None,
     ) -> None:
         super().__init__(auth_header, base_url, timeout, max_retries, judge)
-        self._http: httpx.AsyncClient | None = None
         self.inference = AsyncInference(self)
 
     async def _detect(self, body: DetectBody) -> list[DetectResponseItem]:
         items = _body_items(body)
-        if self.base_url is None:
+        if self.in_process:
             return await self._detect_in_process(items)
-        if self._http is None:
-            self._http = httpx.AsyncClient(timeout=httpx.Timeout(self.timeout))
-        url, payload, headers = self.base_url + DETECT_PATH, _wire_items(items), self._headers()
-        attempt = 0
-        while True:
-            retry_after = None
-            try:
-                response = await self._http.post(url, json=payload, headers=headers)
-            except httpx.TransportError as failure:
-                error = transport_error(failure)
-            else:
-                if response.is_success:
-                    return _response_items(response)
-                error, retry_after = status_error(response), response.headers.get("retry-after")
-            if attempt >= self.max_retries or not retryable(error):
-                raise error
-            delay = retry_delay(attempt, retry_after)
-            logger.info("retrying POST %s in %.2fs after: %s", url, delay, error)
-            await asyncio.sleep(delay)
-            attempt += 1
+        return await self._detect_remote(items)
 
     async def aclose(self) -> None:
         """Close the HTTP connection pool (nothing to do in-process)."""
-        if self._http is not None:
-            await self._http.aclose()
-            self._http = None
+        await self._close_http()
 
     async def close(self) -> None:
         """Same as `aclose()` (AIMon's SDK spells it `close`)."""
@@ -349,24 +332,3 @@ class AsyncInference:
     async def detect(self, body: DetectBody) -> list[DetectResponseItem]:
         """Score request items; see `Inference.detect` for the arguments and errors."""
         return await self._client._detect(body)
-
-
-# --- names defined in assay.decorator -----------------------------------------------------------
-# assay.decorator imports this module, so its names are fetched on first use rather than imported
-# here; importing either module first then works.
-
-_FROM_DECORATOR = frozenset({"RETURNABLE_FIELDS", "Detect", "DetectResult", "detect"})
-
-
-def __getattr__(name: str) -> object:
-    if name not in _FROM_DECORATOR:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from assay import decorator
-
-    value = getattr(decorator, name)
-    globals()[name] = value  # later look-ups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_FROM_DECORATOR})

@@ -1,20 +1,18 @@
-"""Talking to an Assay server over HTTP: the `APIError` family and the retry helpers.
+"""Talking to an Assay server over HTTP: the `APIError` family and what is worth retrying.
 
 A failed request becomes the `APIError` subclass that names what went wrong (by HTTP status, or
-by transport failure); `retryable()` and `retry_delay()` decide whether and when to try again.
+by transport failure); `classify()` says whether another attempt might succeed, and when the
+delay comes from the server, for the shared policy in `assay.retries`.
 """
 
 from __future__ import annotations
 
-import email.utils
-import math
-import random
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Any
 
 import httpx
 
+from assay.retries import Retryable, retry_after_seconds
 from assay.schema import AssayError
 
 __all__ = [
@@ -27,17 +25,11 @@ __all__ = [
     "NotFoundError",
     "PermissionDeniedError",
     "RateLimitError",
+    "classify",
     "decoded_body",
-    "retry_delay",
-    "retryable",
     "status_error",
     "transport_error",
 ]
-
-_INITIAL_BACKOFF_SECONDS = 0.5
-_MAX_BACKOFF_SECONDS = 8.0
-_MAX_RETRY_AFTER_SECONDS = 60.0
-
 
 # --- errors -------------------------------------------------------------------------------------
 
@@ -48,13 +40,22 @@ class APIError(AssayError):
     message: the server's explanation (its `detail` or `message` field), or ours.
     status_code: the HTTP status, or None when no response arrived.
     body: the decoded response body (JSON value, else text), or None when no response arrived.
+    retry_after: seconds the server asked to wait before another try (`retry-after`), if it did.
     """
 
-    def __init__(self, message: str, *, status_code: int | None = None, body: Any = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int | None = None,
+        body: Any = None,
+        retry_after: float | None = None,
+    ) -> None:
         super().__init__(message if status_code is None else f"HTTP {status_code}: {message}")
         self.message = message
         self.status_code = status_code
         self.body = body
+        self.retry_after = retry_after
 
 
 class BadRequestError(APIError):
@@ -136,7 +137,8 @@ def status_error(response: httpx.Response) -> APIError:
     message = _server_message(body) or response.reason_phrase or "request failed"
     code = response.status_code
     error_class = _ERRORS_BY_STATUS.get(code, InternalServerError if code >= 500 else APIError)
-    return error_class(message, status_code=code, body=body)
+    retry_after = retry_after_seconds(response.headers)
+    return error_class(message, status_code=code, body=body, retry_after=retry_after)
 
 
 def transport_error(error: httpx.TransportError) -> APIError:
@@ -148,36 +150,19 @@ def transport_error(error: httpx.TransportError) -> APIError:
     return failure
 
 
-def retry_delay(attempt: int, retry_after: str | None) -> float:
-    """Seconds to wait before retry number `attempt + 1`: the server's `retry-after` when it
-    sent one, else exponential backoff with jitter so that many clients do not retry in step."""
-    seconds = _retry_after_seconds(retry_after) if retry_after is not None else None
-    if seconds is not None:
-        return min(max(seconds, 0.0), _MAX_RETRY_AFTER_SECONDS)
-    backoff = min(_MAX_BACKOFF_SECONDS, _INITIAL_BACKOFF_SECONDS * 2.0**attempt)
-    return backoff * random.uniform(0.5, 1.0)
-
-
-def _retry_after_seconds(value: str) -> float | None:
-    """A `retry-after` header in seconds: delta-seconds or an HTTP date; None if unreadable."""
-    try:
-        seconds = float(value)
-    except ValueError:
-        pass
-    else:
-        return seconds if math.isfinite(seconds) else None
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
+def classify(error: Exception) -> Retryable | None:
+    """Whether another attempt might succeed: 429, 5xx and connection failures are retried."""
+    if not isinstance(error, APIError):
         return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return (when - datetime.now(UTC)).total_seconds()
-
-
-def retryable(error: APIError) -> bool:
-    """Whether another attempt might succeed: 429, 5xx and connection failures."""
     # A request this client cannot even send (bad header, bad URL scheme) will not improve.
     if isinstance(error.__cause__, httpx.LocalProtocolError | httpx.UnsupportedProtocol):
-        return False
-    return isinstance(error, RateLimitError | InternalServerError | APIConnectionError)
+        return None
+    if isinstance(error, RateLimitError):
+        return Retryable("rate_limited", error.retry_after)
+    if isinstance(error, InternalServerError):
+        return Retryable("transport", error.retry_after)
+    if isinstance(error, APITimeoutError):
+        return Retryable("timeout")
+    if isinstance(error, APIConnectionError):
+        return Retryable("transport")
+    return None

@@ -2,8 +2,9 @@
 
 An adapter turns a prompt (a string, or a list of {"role", "content"} messages) into the SUT's
 reply text, raising `SUTError` when it cannot. `ask_with_retries` adds the per-call timeout,
-the retries with exponential backoff and the shared concurrency limit, and records a transport
-failure as such instead of raising, so it can be reported apart from the SUT's behaviour.
+the retries (the shared policy of `assay.retries`: backoff with jitter, the SUT's `retry-after`
+honoured) and the shared concurrency limit, and records a transport failure as such instead of
+raising, so it can be reported apart from the SUT's behaviour.
 """
 
 from __future__ import annotations
@@ -12,23 +13,33 @@ import abc
 import asyncio
 import inspect
 import json
-import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
-logger = logging.getLogger(__name__)
+from assay.retries import GaveUp, Retryable, RetryPolicy, retry, retry_after_seconds
 
 Message = Mapping[str, str]
 Prompt = str | Sequence[Message]
-#: First pause between tries, in seconds; doubles after every failed try.
+#: Ceiling of the first pause between tries, in seconds; doubles after every failed try.
 BACKOFF_SECONDS = 0.5
 
 
 class SUTError(Exception):
-    """The system under test could not be reached or gave no usable reply."""
+    """The system under test could not be reached or gave no usable reply.
+
+    kind: "timeout", "rate_limited", "transport" or "bad_output" (the LLM layer's kinds).
+    retry_after: seconds the SUT asked to wait before another try, if it said.
+    """
+
+    def __init__(
+        self, message: str, kind: str = "transport", retry_after: float | None = None
+    ) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.retry_after = retry_after
 
 
 def last_user_turn(prompt: Prompt) -> str:
@@ -90,7 +101,7 @@ class OpenAIChatSUT(SystemUnderTest):
         self.describe = f"OpenAI-compatible endpoint {base_url} (model {model})"
 
     async def ask(self, prompt: Prompt) -> str:
-        from openai import OpenAIError
+        from openai import APIStatusError, APITimeoutError, OpenAIError
 
         messages: list[Any] = as_messages(prompt)
         if self._system_prompt:
@@ -99,11 +110,15 @@ class OpenAIChatSUT(SystemUnderTest):
             response = await self._client.chat.completions.create(
                 model=self._model, messages=messages, temperature=self._temperature
             )
+        except APIStatusError as error:
+            raise _status_error(error.status_code, str(error), error.response.headers) from None
+        except APITimeoutError as error:
+            raise SUTError(f"{type(error).__name__}: {error}", "timeout") from None
         except OpenAIError as error:
             raise SUTError(f"{type(error).__name__}: {error}") from None
         content = response.choices[0].message.content if response.choices else None
         if content is None:
-            raise SUTError("the endpoint returned no message content")
+            raise SUTError("the endpoint returned no message content", "bad_output")
         return content
 
     async def aclose(self) -> None:
@@ -127,9 +142,14 @@ def reply_at(document: Any, path: str) -> str:
         elif isinstance(node, dict) and part in node:
             node = node[part]
         else:
-            raise SUTError(f"reply path {path!r} not found in the response (stopped at {part!r})")
+            raise SUTError(
+                f"reply path {path!r} not found in the response (stopped at {part!r})",
+                "bad_output",
+            )
     if not isinstance(node, str):
-        raise SUTError(f"reply path {path!r} holds {type(node).__name__}, not a string")
+        raise SUTError(
+            f"reply path {path!r} holds {type(node).__name__}, not a string", "bad_output"
+        )
     return node
 
 
@@ -178,18 +198,25 @@ class HttpJsonSUT(SystemUnderTest):
             response = await self._client.post(
                 self._url, content=self.body(prompt), headers={"content-type": "application/json"}
             )
+        except httpx.TimeoutException as error:
+            raise SUTError(f"{type(error).__name__}: {error}", "timeout") from None
         except httpx.HTTPError as error:
             raise SUTError(f"{type(error).__name__}: {error}") from None
         if response.status_code >= 400:
-            raise SUTError(f"HTTP {response.status_code}: {response.text[:200]}")
+            raise _status_error(response.status_code, response.text[:200], response.headers)
         try:
             document = response.json()
         except json.JSONDecodeError:
-            raise SUTError(f"response is not JSON: {response.text[:200]!r}") from None
+            raise SUTError(f"response is not JSON: {response.text[:200]!r}", "bad_output") from None
         return reply_at(document, self._reply_path)
 
     async def aclose(self) -> None:
         await self._client.aclose()
+
+
+def _status_error(status: int, detail: str, headers: Mapping[str, str]) -> SUTError:
+    kind = "rate_limited" if status == 429 else "transport"
+    return SUTError(f"HTTP {status}: {detail}", kind, retry_after_seconds(headers))
 
 
 class CallableSUT(SystemUnderTest):
@@ -243,11 +270,13 @@ class SUTReply:
     text: the reply, or None when every try failed.
     error: the last failure's message when text is None.
     attempts: how many tries were made.
+    kind: the last failure's kind (see SUTError) when text is None.
     """
 
     text: str | None
     error: str | None
     attempts: int
+    kind: str | None = None
 
     @property
     def failed(self) -> bool:
@@ -269,21 +298,31 @@ async def ask_with_retries(
     prompt: what to ask.
     retries: extra tries after a failure (n_sut_retries).
     timeout: seconds allowed per try (timeout_seconds).
-    limit: shared semaphore bounding calls in flight (concurrency_limit).
-    backoff: pause before the first retry, doubled after each further failure.
+    limit: shared semaphore bounding calls in flight (concurrency_limit); held per try only,
+        so a pause between tries leaves room for other calls.
+    backoff: ceiling of the first pause between tries, doubled after each further failure.
     """
-    error = ""
-    for attempt in range(retries + 1):
-        if attempt:
-            await asyncio.sleep(backoff * 2 ** (attempt - 1))
+    attempts = 0
+
+    async def attempt() -> str:
+        nonlocal attempts
+        attempts += 1
         async with limit:
             try:
-                text = await asyncio.wait_for(sut.ask(prompt), timeout)
+                return await asyncio.wait_for(sut.ask(prompt), timeout)
             except TimeoutError:
-                error = f"timed out after {timeout:g}s"
-            except SUTError as failure:
-                error = str(failure)
-            else:
-                return SUTReply(text, None, attempt + 1)
-        logger.info("SUT call failed (try %d of %d): %s", attempt + 1, retries + 1, error)
-    return SUTReply(None, error, retries + 1)
+                raise SUTError(f"timed out after {timeout:g}s", "timeout") from None
+
+    def classify(error: Exception) -> Retryable | None:
+        if isinstance(error, SUTError):
+            return Retryable(error.kind, error.retry_after)
+        return None
+
+    policy = RetryPolicy(attempts=retries + 1, base_delay=backoff)
+    try:
+        text = await retry(attempt, policy, classify, what="SUT call")
+    except GaveUp as gave_up:
+        if not isinstance(gave_up.error, SUTError):
+            raise gave_up.error from None
+        return SUTReply(None, str(gave_up.error), attempts, gave_up.error.kind)
+    return SUTReply(text, None, attempts)
