@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
+from assay import retries
 from assay._sync import run_sync
 from assay.detectors import DETECTORS
 from assay.detectors.evaluate import detect_items, parse_items, questions_for
 from assay.judges import get_judge, register_judge
 from assay.judges.cache import CallCache
 from assay.judges.cascade import CascadeJudge
-from assay.judges.openai import calls as calls_module
 from assay.judges.openai.judge import OpenAIJudge
 from assay.judges.openai.settings import LLMSettings
 from assay.runner import run_file
@@ -89,13 +89,13 @@ async def test_429_with_retry_after_is_waited_out_then_succeeds(
     stub_server: StubServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     waits: list[float] = []
-    real_sleep = calls_module.asyncio.sleep
+    real_sleep = retries.asyncio.sleep
 
     async def recording_sleep(delay: float) -> None:
         waits.append(delay)
         await real_sleep(0)
 
-    monkeypatch.setattr(calls_module.asyncio, "sleep", recording_sleep)
+    monkeypatch.setattr(retries.asyncio, "sleep", recording_sleep)
     use_judge(stub_server)
     stub_server.reply(
         CannedResponse(429, {"error": {"message": "slow down"}}, headers={"retry-after": "3"}),
@@ -119,7 +119,7 @@ async def test_persistent_5xx_gives_up_with_an_explicit_error(stub_server: StubS
     use_judge(stub_server, max_attempts=3)
     stub_server.reply(CannedResponse(503, {"error": "down"}))
     result = await relevance()
-    assert result["error"] is True and result["kind"] == "server_error"
+    assert result["error"] is True and result["kind"] == "transport"
     assert "3 attempts" in result["message"]
     assert len(stub_server.requests) == 3
 
@@ -163,7 +163,7 @@ async def test_a_truncated_http_body_is_an_explicit_error(stub_server: StubServe
     text = json.dumps(chat_body('{"1": "yes"}', [0.9]))
     stub_server.reply(CannedResponse(200, text[: len(text) // 2]))
     result = await relevance()
-    assert result["error"] is True and result["kind"] == "unparseable"
+    assert result["error"] is True and result["kind"] == "bad_output"
 
 
 async def test_a_truncated_reply_is_reasked_once(stub_server: StubServer) -> None:
@@ -186,7 +186,7 @@ async def test_a_reply_still_unreadable_after_the_reask_is_unscored(
     stub_server.reply(CannedResponse(200, chat_body('{"1": "yes", "2', [0.9], "length")))
     [result] = await detect_items(parse_items([item()]))
     failed = result["output_relevance"]
-    assert failed["error"] is True and failed["kind"] == "unparseable"
+    assert failed["error"] is True and failed["kind"] == "bad_output"
     assert "prioritize_relevant" in failed["message"] and "token limit" in failed["message"]
     assert len(stub_server.requests) == 2  # one re-ask, no more
 

@@ -9,13 +9,12 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-import httpx
 import pytest
 
 from assay.judges.base import Judge, Question, Verdict
 from assay.judges.cache import CallCache, cache_key
 from assay.judges.cascade import CascadeJudge, band_from_env, parse_band
-from assay.judges.openai.calls import Completion, TokenLogprob, retry_after_seconds
+from assay.judges.openai.calls import Completion, TokenLogprob
 from assay.judges.openai.estimate import estimate_cost
 from assay.judges.openai.judge import request_key, rubric_requests
 from assay.judges.openai.logprobs import answer_of, yes_probability
@@ -106,14 +105,6 @@ def test_cache_round_trip_expiry_and_an_unusable_file(tmp_path: Path) -> None:
     broken = CallCache(tmp_path / "folder", ttl=60)  # a directory, not a database
     broken.put(key, {"content": "ok"})
     assert broken.get(key) is None
-
-
-def test_retry_after_forms() -> None:
-    assert retry_after_seconds(httpx.Headers({"retry-after": "7"})) == 7.0
-    assert retry_after_seconds(httpx.Headers({"retry-after-ms": "250"})) == 0.25
-    later = time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(time.time() + 30))
-    assert 20 < (retry_after_seconds(httpx.Headers({"retry-after": later})) or 0) <= 31
-    assert retry_after_seconds(httpx.Headers({})) is None
 
 
 def test_band_parsing() -> None:

@@ -7,6 +7,7 @@ explicit error, never a made-up score."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from chatbot import BANK_PROFILE, RunningChatbot, in_domain_rows, running_bot
@@ -33,10 +34,15 @@ def chatbot() -> Iterator[RunningChatbot]:
 
 
 async def test_llm_generator_and_judge_call_the_endpoint_and_never_guess(
-    proxy: CountingProxy, chatbot: RunningChatbot, monkeypatch: pytest.MonkeyPatch
+    proxy: CountingProxy,
+    chatbot: RunningChatbot,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
 ) -> None:
     monkeypatch.setenv("ASSAY_LLM_BASE_URL", proxy.url)
     monkeypatch.setenv("ASSAY_LLM_MODEL", "smollm2")
+    monkeypatch.setenv("ASSAY_LLM_CACHE_PATH", str(tmp_path / "calls.sqlite3"))
+    monkeypatch.setenv("ASSAY_LLM_TIMEOUT", "300")  # a shared 2-core machine can be slow
     sut = OpenAIChatSUT(f"{chatbot.url}/v1", model="harbour-bot")
     try:
         results = await score_rows(
@@ -49,8 +55,14 @@ async def test_llm_generator_and_judge_call_the_endpoint_and_never_guess(
         await sut.aclose()
 
     assert proxy.calls >= 2  # the LLM path was taken: probes and judgements asked for
-    # Structured output makes even a tiny model answer in JSON, so rows really get scored.
-    assert any("response_format" in body for body in proxy.bodies)
+    # Structured output makes even a tiny model answer in JSON, so rows really get scored. The
+    # form is negotiated once for the endpoint: llama-cpp-python refuses OpenAI's json_schema,
+    # and every later call goes straight to the json_object form it accepted.
+    forms = [body.get("response_format", {}).get("type") for body in proxy.bodies]
+    assert forms[:2] == ["json_schema", "json_object"]
+    assert set(forms[2:]) == {"json_object"}
+    # Each row's LLM calls are counted on it.
+    assert sum(result.usage.get("calls", 0) for result in results) == proxy.calls
     assert any(result.score is not None for result in results)
     for result in results:
         if result.score is None:

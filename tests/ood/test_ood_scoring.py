@@ -28,7 +28,7 @@ def test_worked_example_three_of_four_is_075() -> None:
     """One in-domain query answered plus three probes, two refused and one answered."""
     question = "What is my balance?"
     request = ProbeRequest(PROFILE, 3, 0.0, seed_for("example"), anchor=question)
-    answered_probe = BankProbeGenerator().generate_now(request)[2].text
+    answered_probe = BankProbeGenerator().generate_now(request).probes[2].text
 
     def bot(prompt: object) -> str:
         # Probes are asked concurrently, so the bot picks the probe it answers by its text.
@@ -60,8 +60,8 @@ def test_bank_is_large_and_varied() -> None:
 
 def test_probes_are_deterministic_at_temperature_zero_and_one_per_topic() -> None:
     generator = BankProbeGenerator()
-    first = generator.generate_now(ProbeRequest(PROFILE, 9, 0.0, seed=1))
-    again = generator.generate_now(ProbeRequest(PROFILE, 9, 0.0, seed=2))
+    first = generator.generate_now(ProbeRequest(PROFILE, 9, 0.0, seed=1)).probes
+    again = generator.generate_now(ProbeRequest(PROFILE, 9, 0.0, seed=2)).probes
     assert first == again
     assert len({p.topic for p in first}) == 9
     assert [p.near_domain for p in first] == [True] * 3 + [False] * 6
@@ -72,22 +72,22 @@ def test_rows_with_different_questions_get_different_fixed_probes() -> None:
     generator = BankProbeGenerator()
     balance = generator.generate_now(
         ProbeRequest(PROFILE, 4, 0.0, seed=0, anchor="What is my balance?")
-    )
+    ).probes
     again = generator.generate_now(
         ProbeRequest(PROFILE, 4, 0.0, seed=9, anchor="What is my balance?")
-    )
+    ).probes
     stolen = generator.generate_now(
         ProbeRequest(PROFILE, 4, 0.0, seed=0, anchor="My card was stolen.")
-    )
+    ).probes
     assert balance == again and balance != stolen
     assert all(p.in_scope_probability < 0.5 for p in balance + stolen)
 
 
 def test_sampled_probes_follow_the_seed() -> None:
     generator = BankProbeGenerator()
-    one = generator.generate_now(ProbeRequest(PROFILE, 6, 0.8, seed=seed_for("row-1")))
-    same = generator.generate_now(ProbeRequest(PROFILE, 6, 0.8, seed=seed_for("row-1")))
-    other = generator.generate_now(ProbeRequest(PROFILE, 6, 0.8, seed=seed_for("row-2")))
+    one = generator.generate_now(ProbeRequest(PROFILE, 6, 0.8, seed=seed_for("row-1"))).probes
+    same = generator.generate_now(ProbeRequest(PROFILE, 6, 0.8, seed=seed_for("row-1"))).probes
+    other = generator.generate_now(ProbeRequest(PROFILE, 6, 0.8, seed=seed_for("row-2"))).probes
     assert one == same and one != other
     assert len({p.topic for p in one}) == 6
 
@@ -101,7 +101,7 @@ def test_probes_in_scope_for_the_profile_are_dropped() -> None:
             "examples": "How long should I rest a steak?\nWhy did my bread not rise?",
         }
     )
-    probes = BankProbeGenerator().generate_now(ProbeRequest(cooking, 32, 0.0, seed=0))
+    probes = BankProbeGenerator().generate_now(ProbeRequest(cooking, 32, 0.0, seed=0)).probes
     assert not {"cooking", "baking"} & {p.topic for p in probes}
     cooking_questions = [p.text for p in probe_bank() if p.topic == "cooking"]
     judged_in = [p >= 0.5 for p in in_scope_probabilities(cooking_questions, cooking)]

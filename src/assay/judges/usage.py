@@ -18,6 +18,9 @@ from assay.schema import DetectRequestItem
 
 #: The texts that identify a row to its judges: (generated_text, user_query, context).
 RowKey = tuple[str, str | None, tuple[str, ...]]
+#: The key for calls made for a whole row rather than for some of its texts (a metric's calls,
+#: which open a ledger per row).
+WHOLE_ROW: RowKey = ("", None, ())
 
 
 @dataclass
@@ -106,6 +109,11 @@ def collect_usage() -> Iterator[UsageLedger]:
 
 def record_usage(question: Question, **counts: int) -> None:
     """Add `counts` (Usage field names) to the row `question` is about, if a ledger is open."""
+    record_row_usage(row_key(question), Usage(**counts))
+
+
+def record_row_usage(key: RowKey, usage: Usage) -> None:
+    """Add `usage` to the row with texts `key`, if a ledger is open."""
     ledger = _ledger.get()
     if ledger is not None:
-        ledger.record(row_key(question), Usage(**counts))
+        ledger.record(key, usage)

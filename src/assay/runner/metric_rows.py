@@ -143,13 +143,26 @@ class MetricScorer:
         self, row: int, fields: Mapping[str, Any], result: RowResult | RequestValidationError
     ) -> dict[str, Any]:
         line: dict[str, Any] = {"row": row, "id": fields.get("input_id")}
-        reserved = {"row", "error", "prompt", "sut_response", "context", "input_id", self.metric}
+        reserved = {
+            "row",
+            "error",
+            "usage",
+            "prompt",
+            "sut_response",
+            "context",
+            "input_id",
+            self.metric,
+        }
         line.update({k: v for k, v in fields.items() if k not in reserved})
         if isinstance(result, RequestValidationError):
             field = result.field.split("]", 1)[-1].lstrip(".") or "row"
             line["error"] = {"field": field, "kind": INVALID_ROW, "message": result.message}
             return line
         data = result.to_dict()
+        # LLM usage goes on the line, as for detectors, where the run summary counts it.
+        usage = data.pop("usage")
+        if usage:
+            line["usage"] = usage
         if result.score is None:
             transport = any(c.status == "transport_error" for c in result.cases)
             line[self.metric] = {
@@ -157,6 +170,7 @@ class MetricScorer:
                 "kind": "transport" if transport else "judge",
                 "message": result.error or "not scored",
                 "cases": data["cases"],
+                "warnings": data["warnings"],
             }
         else:
             line[self.metric] = {k: v for k, v in data.items() if k not in ("input_id", "error")}

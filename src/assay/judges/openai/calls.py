@@ -1,28 +1,30 @@
-"""One chat-completion call, made robustly: retries with jittered backoff, `retry-after`, timeouts.
+"""One chat-completion call, made robustly: the shared retry policy (`assay.retries`: jittered
+backoff, `retry-after` honoured), per-call timeouts and the error kinds every LLM user reports.
 
 Only what is worth retrying is retried: HTTP 429, 5xx, timeouts and connection errors. Anything
-else (a 400, a 401, a body that is not JSON) becomes a `JudgeFailure` at once. The answer is kept
-as a small `Completion` record, which is also what the judge-call cache stores, so a cached call
-and a live one go through the same parsing.
+else (a 400, a 401, a body that is not JSON) becomes a `JudgeFailure` at once. Failure kinds are
+the same for every caller (the LLM judge, the OOD judge, the OOD generator): "timeout",
+"rate_limited", "transport" (no usable HTTP answer: connection, 5xx, a refused request) and
+"bad_output" (an answer that cannot be read). The answer is kept as a small `Completion` record,
+which is also what the call cache stores, so a cached call and a live one read the same.
 """
 
 from __future__ import annotations
 
 import asyncio
-import email.utils
-import logging
-import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import openai
 
 from assay.judges.openai.settings import LLMSettings
+from assay.retries import GaveUp, Retryable, retry, retry_after_seconds
 from assay.schema import JudgeFailure
 
-logger = logging.getLogger(__name__)
+#: The failure kinds of an LLM call, shared by everything that calls one.
+TIMEOUT, RATE_LIMITED, TRANSPORT, BAD_OUTPUT = "timeout", "rate_limited", "transport", "bad_output"
 
 
 @dataclass(frozen=True)
@@ -79,18 +81,20 @@ class Completion:
 
 class RequestRejected(JudgeFailure):
     """The endpoint refused the request itself (HTTP 400/404/422): retrying will not help, but a
-    simpler request (no JSON schema, no logprobs) might."""
+    simpler request (no JSON schema, no logprobs) might. Its kind is "transport"."""
 
     def __init__(self, status: int, message: str) -> None:
-        super().__init__("rejected", f"HTTP {status}: {message}")
+        super().__init__(TRANSPORT, f"HTTP {status}: {message}")
         self.status = status
+        # The structured-output form refused last (set by the endpoint's negotiation).
+        self.form: str | None = None
 
 
 def completion_from_response(response: Any) -> Completion:
     """Read a `ChatCompletion` (SDK object) into a Completion; JudgeFailure if it has no choice."""
     choices = getattr(response, "choices", None) or []
     if not choices:
-        raise JudgeFailure("unparseable", "the endpoint returned no choices")
+        raise JudgeFailure(BAD_OUTPUT, "the endpoint returned no choices")
     choice = choices[0]
     content = (choice.message.content if choice.message is not None else None) or ""
     tokens: tuple[TokenLogprob, ...] | None = None
@@ -115,53 +119,19 @@ def completion_from_response(response: Any) -> Completion:
     )
 
 
-def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:
-    """The delay a server asked for in `retry-after-ms` or `retry-after` (seconds or a date)."""
-    if headers is None:
-        return None
-    milliseconds = headers.get("retry-after-ms")
-    if milliseconds:
-        try:
-            return max(0.0, float(milliseconds) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        moment = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, moment.timestamp() - time.time())
-
-
-def backoff_delay(attempt: int, settings: LLMSettings) -> float:
-    """Full-jitter exponential backoff: uniform in [0, min(cap, base * 2**attempt)].
-
-    The jitter spreads retries of many concurrent rows so they do not hit the server together.
-    """
-    ceiling = min(settings.backoff_cap, settings.backoff_base * (2**attempt))
-    return random.uniform(0.0, ceiling)
-
-
-def _retryable(error: Exception) -> tuple[str, float | None] | None:
-    """(failure kind, server-requested delay) when `error` is worth retrying, else None."""
+def _classify(error: Exception) -> Retryable | None:
+    """A Retryable when `error` is worth another attempt, else None."""
     if isinstance(error, openai.APITimeoutError):
-        return "timeout", None
+        return Retryable(TIMEOUT)
     if isinstance(error, openai.APIConnectionError):
-        return "transport", None
+        return Retryable(TRANSPORT)
     if isinstance(error, openai.APIStatusError):
-        status = error.status_code
         if refused_request(error):
             return None
-        if status == 429:
-            return "rate_limited", retry_after_seconds(error.response.headers)
-        if status >= 500:
-            return "server_error", retry_after_seconds(error.response.headers)
+        if error.status_code == 429:
+            return Retryable(RATE_LIMITED, retry_after_seconds(error.response.headers))
+        if error.status_code >= 500:
+            return Retryable(TRANSPORT, retry_after_seconds(error.response.headers))
     return None
 
 
@@ -171,13 +141,15 @@ def _final_failure(error: Exception) -> JudgeFailure:
         detail = _error_detail(error)
         if error.status_code in (400, 404, 422) or refused_request(error):
             return RequestRejected(error.status_code, detail)
-        return JudgeFailure("transport", f"HTTP {error.status_code}: {detail}")
+        return JudgeFailure(TRANSPORT, f"HTTP {error.status_code}: {detail}")
     if isinstance(error, openai.APITimeoutError):
-        return JudgeFailure("timeout", "the LLM endpoint did not answer in time")
+        return JudgeFailure(TIMEOUT, "the LLM endpoint did not answer in time")
     if isinstance(error, openai.APIConnectionError):
-        return JudgeFailure("transport", f"could not reach the LLM endpoint: {error}")
+        return JudgeFailure(TRANSPORT, f"could not reach the LLM endpoint: {error}")
+    if isinstance(error, JudgeFailure):
+        return error
     if isinstance(error, ValueError):  # a 200 whose body is not the JSON it should be
-        return JudgeFailure("unparseable", f"the endpoint's response was not valid JSON: {error}")
+        return JudgeFailure(BAD_OUTPUT, f"the endpoint's response was not valid JSON: {error}")
     return JudgeFailure("judge_error", f"{type(error).__name__}: {error}")
 
 
@@ -209,46 +181,40 @@ async def call_with_retries(
     client: an AsyncOpenAI client with the SDK's own retries turned off.
     request: keyword arguments of `chat.completions.create`.
     settings: attempts, backoff and timeouts.
-    limiter: bounds how many calls are in flight at once.
+    limiter: bounds how many calls are in flight at once (held per attempt, not while waiting).
     deadline: `time.monotonic()` value after which no new attempt is started.
     on_attempt: called as each HTTP attempt starts (for accounting: failed calls count too).
 
-    Raises JudgeFailure (kind "rate_limited", "server_error", "timeout", "transport",
-    "unparseable" or "rejected") when every attempt failed or the error is not retryable.
+    Raises JudgeFailure (kind "timeout", "rate_limited", "transport" or "bad_output"; a
+    RequestRejected when the endpoint refused the request's form) when every attempt failed or
+    the failure is not worth retrying.
     """
-    attempt = 0
-    while True:
+
+    async def attempt() -> Completion:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            raise JudgeFailure("timeout", "the row's time budget ran out before the LLM answered")
-        try:
-            async with limiter:
-                if on_attempt is not None:
-                    on_attempt()
-                response = await client.chat.completions.create(
-                    **request, timeout=min(settings.call_timeout, remaining)
-                )
-            return completion_from_response(response)
-        except JudgeFailure:
-            raise
-        except Exception as error:
-            retry = _retryable(error)
-            attempt += 1
-            if retry is None or attempt >= settings.max_attempts:
-                failure = _final_failure(error)
-                if retry is not None:
-                    failure = JudgeFailure(
-                        retry[0], f"gave up after {attempt} attempts: {failure.message}"
-                    )
-                raise failure from None
-            kind, requested = retry
-            delay = backoff_delay(attempt - 1, settings)
-            if requested is not None:
-                # The server said when to come back; waiting less only earns another 429.
-                delay = max(delay, requested)
-            if time.monotonic() + delay >= deadline:
-                raise JudgeFailure(
-                    kind, f"the server asked to wait {delay:.1f}s, past the row's time budget"
-                ) from None
-            logger.info("LLM call failed (%s); retry %d in %.2fs", kind, attempt, delay)
-            await asyncio.sleep(delay)
+            raise JudgeFailure(TIMEOUT, "the row's time budget ran out before the LLM answered")
+        async with limiter:
+            if on_attempt is not None:
+                on_attempt()
+            response = await client.chat.completions.create(
+                **request, timeout=min(settings.call_timeout, remaining)
+            )
+        return completion_from_response(response)
+
+    try:
+        return await retry(
+            attempt, settings.retry_policy(), _classify, deadline=deadline, what="LLM call"
+        )
+    except GaveUp as gave_up:
+        failure = _final_failure(gave_up.error)
+        if gave_up.retry is None:
+            raise failure from None
+        if gave_up.out_of_time:
+            raise JudgeFailure(
+                gave_up.retry.kind,
+                f"the next retry would pass the row's time budget: {failure.message}",
+            ) from None
+        raise JudgeFailure(
+            gave_up.retry.kind, f"gave up after {gave_up.attempts} attempts: {failure.message}"
+        ) from None

@@ -6,7 +6,8 @@ instruction is a 1-token call over a shared prompt prefix. Either way each instr
 `follow_probability` is P(yes) read from the answer token's logprobs. An endpoint that returns no
 logprobs is asked k times at temperature > 0 and the share of yes votes is used instead; such
 verdicts say so. A reply that cannot be read is re-asked once; after that, the instructions
-still unanswered are explicit failures.
+still unanswered are explicit failures. Calls go through the shared LLM layer
+(`endpoint.LLMEndpoint`: structured-output negotiation, retries, concurrency, cache, usage).
 """
 
 from __future__ import annotations
@@ -14,15 +15,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import weakref
 from collections.abc import Sequence
 from typing import Any
 
-import openai
-
 from assay.judges.base import Judge, Question, Verdict
 from assay.judges.cache import CallCache, cache_key
-from assay.judges.openai.calls import Completion, RequestRejected, call_with_retries
+from assay.judges.openai.calls import Completion, RequestRejected
+from assay.judges.openai.endpoint import LLMEndpoint
 from assay.judges.openai.parsing import Reading, read_fields, read_single
 from assay.judges.openai.prompts import (
     PROMPT_VERSION,
@@ -31,19 +30,16 @@ from assay.judges.openai.prompts import (
     fields_messages,
     fields_schema,
     instruction_messages,
-    response_format,
 )
 from assay.judges.openai.settings import LLMSettings, settings_from_env
 from assay.judges.openai.verdicts import verdict_from_reading, verdict_from_votes
-from assay.judges.usage import record_usage
+from assay.judges.usage import row_key
 from assay.schema import JudgeFailure
 
 logger = logging.getLogger(__name__)
 
 Answer = Verdict | JudgeFailure
 GroupKey = tuple[str, str, str | None, tuple[str, ...], bool]
-#: Structured-output modes tried, in order, when the setting is "auto".
-AUTO_MODES = ("json_schema", "json_object", "none")
 #: Completion budget of a per-instruction call that also quotes evidence.
 EXPLAIN_TOKENS = 64
 
@@ -59,18 +55,10 @@ class OpenAIJudge(Judge):
 
     def __init__(self, settings: LLMSettings | None = None, cache: CallCache | None = None) -> None:
         self.settings = settings or settings_from_env()
-        if cache is None and self.settings.cache:
-            cache = CallCache(self.settings.cache_file(), self.settings.cache_ttl)
-        self.cache = cache
+        self.endpoint = LLMEndpoint(self.settings, cache)
+        self.cache = self.endpoint.cache
         # Learned from the endpoint on first use, then reused for every later call.
-        self._structured: str | None = (
-            None if self.settings.structured == "auto" else (self.settings.structured)
-        )
         self._has_logprobs: bool | None = None
-        # Semaphores belong to one event loop; sync callers may run each call in a new one.
-        self._limiters: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
-            weakref.WeakKeyDictionary()
-        )
 
     # -- the Judge interface ---------------------------------------------------------------
 
@@ -79,18 +67,12 @@ class OpenAIJudge(Judge):
         for index, question in enumerate(questions):
             groups.setdefault(_group_key(question), []).append(index)
         results: list[Answer | None] = [None] * len(questions)
-        client = self._client()
         # Rubrics start as slots free up, so a row's time budget is not spent waiting in line.
         slots = asyncio.Semaphore(self.settings.concurrency)
-        try:
+        async with self.endpoint.connected():
             outcomes = await asyncio.gather(
-                *(
-                    self._answer_rubric(client, [questions[i] for i in ix], slots)
-                    for ix in groups.values()
-                )
+                *(self._answer_rubric([questions[i] for i in ix], slots) for ix in groups.values())
             )
-        finally:
-            await client.close()
         for indexes, answers in zip(groups.values(), outcomes, strict=True):
             for index, answer in zip(indexes, answers, strict=True):
                 results[index] = answer
@@ -99,23 +81,19 @@ class OpenAIJudge(Judge):
     # -- one rubric (one row and detector) ---------------------------------------------------
 
     async def _answer_rubric(
-        self, client: openai.AsyncOpenAI, questions: list[Question], slots: asyncio.Semaphore
+        self, questions: list[Question], slots: asyncio.Semaphore
     ) -> list[Answer]:
         async with slots:
-            return await self._answer_rubric_now(client, questions)
+            return await self._answer_rubric_now(questions)
 
-    async def _answer_rubric_now(
-        self, client: openai.AsyncOpenAI, questions: list[Question]
-    ) -> list[Answer]:
+    async def _answer_rubric_now(self, questions: list[Question]) -> list[Answer]:
         deadline = time.monotonic() + self.settings.row_timeout
         try:
             async with asyncio.timeout(self.settings.row_timeout):
                 if self.settings.strategy == "fields":
-                    return await self._ask_fields(client, questions, deadline)
+                    return await self._ask_fields(questions, deadline)
                 return list(
-                    await asyncio.gather(
-                        *(self._ask_single(client, q, deadline) for q in questions)
-                    )
+                    await asyncio.gather(*(self._ask_single(q, deadline) for q in questions))
                 )
         except TimeoutError:
             failure = JudgeFailure("timeout", f"no answer within {self.settings.row_timeout:g}s")
@@ -123,21 +101,19 @@ class OpenAIJudge(Judge):
         except JudgeFailure as failure:
             return [failure] * len(questions)
 
-    async def _ask_fields(
-        self, client: openai.AsyncOpenAI, questions: list[Question], deadline: float
-    ) -> list[Answer]:
+    async def _ask_fields(self, questions: list[Question], deadline: float) -> list[Answer]:
         explain = questions[0].explain
         messages = fields_messages(questions, explain)
         schema = fields_schema(len(questions), explain)
         budget = self.settings.max_tokens
 
         if self._has_logprobs is not False:
-            completion = await self._complete(client, questions, messages, schema, budget, deadline)
+            completion = await self._complete(questions, messages, schema, budget, deadline)
             if completion.tokens is not None:
                 readings = read_fields(completion, len(questions))
                 if len(readings) < len(questions):
                     retry = [*messages, _assistant(completion), {"role": "user", "content": REASK}]
-                    again = await self._complete(client, questions, retry, schema, budget, deadline)
+                    again = await self._complete(questions, retry, schema, budget, deadline)
                     if again.tokens is not None:
                         for number, reading in read_fields(again, len(questions)).items():
                             readings.setdefault(number, reading)
@@ -146,34 +122,31 @@ class OpenAIJudge(Judge):
                     for n, q in enumerate(questions, start=1)
                 ]
             self._no_logprobs()
-        return await self._vote_fields(client, questions, messages, schema, budget, deadline)
+        return await self._vote_fields(questions, messages, schema, budget, deadline)
 
-    async def _ask_single(
-        self, client: openai.AsyncOpenAI, question: Question, deadline: float
-    ) -> Answer:
+    async def _ask_single(self, question: Question, deadline: float) -> Answer:
         messages = instruction_messages(question, question.explain)
         budget = EXPLAIN_TOKENS if question.explain else 1
         if self._has_logprobs is not False:
-            completion = await self._complete(client, [question], messages, None, budget, deadline)
+            completion = await self._complete([question], messages, None, budget, deadline)
             if completion.tokens is not None:
                 reading = read_single(completion)
                 if reading is None:
                     retry = [*messages, _assistant(completion), {"role": "user", "content": REASK}]
-                    again = await self._complete(client, [question], retry, None, budget, deadline)
+                    again = await self._complete([question], retry, None, budget, deadline)
                     reading = read_single(again) if again.tokens is not None else None
                 return verdict_from_reading(reading, question, completion.finish_reason)
             self._no_logprobs()
         votes = []
         for vote in range(self.settings.votes):
             completion = await self._complete(
-                client, [question], messages, None, max(budget, 3), deadline, vote=vote
+                [question], messages, None, max(budget, 3), deadline, vote=vote
             )
             votes.append(read_single(completion))
         return verdict_from_votes([v for v in votes if v is not None], question, len(votes))
 
     async def _vote_fields(
         self,
-        client: openai.AsyncOpenAI,
         questions: list[Question],
         messages: Messages,
         schema: dict[str, Any],
@@ -183,7 +156,7 @@ class OpenAIJudge(Judge):
         ballots: list[dict[int, Reading]] = []
         for vote in range(self.settings.votes):
             completion = await self._complete(
-                client, questions, messages, schema, budget, deadline, vote=vote
+                questions, messages, schema, budget, deadline, vote=vote
             )
             ballots.append(read_fields(completion, len(questions)))
         return [
@@ -202,11 +175,10 @@ class OpenAIJudge(Judge):
             )
         self._has_logprobs = False
 
-    # -- one call: cache, structured-output negotiation, retries, accounting --------------------
+    # -- one call (cache, negotiation, retries and accounting are the endpoint's) -------------
 
     async def _complete(
         self,
-        client: openai.AsyncOpenAI,
         questions: Sequence[Question],
         messages: Messages,
         schema: dict[str, Any] | None,
@@ -220,78 +192,20 @@ class OpenAIJudge(Judge):
             logprobs, temperature > 0) so that each vote is its own cache entry.
         """
         request = build_request(self.settings, messages, max_tokens, vote)
-        key = request_key(request, vote)
-        if self.cache is not None:
-            stored = self.cache.get(key)
-            if stored is not None:
-                record_usage(questions[0], cached_calls=1)
-                return Completion.from_json(stored)
-        completion = await self._call_negotiated(client, questions, request, schema, deadline)
-        if self.cache is not None:
-            self.cache.put(key, completion.to_json())
-        return completion
-
-    async def _call_negotiated(
-        self,
-        client: openai.AsyncOpenAI,
-        questions: Sequence[Question],
-        request: dict[str, Any],
-        schema: dict[str, Any] | None,
-        deadline: float,
-    ) -> Completion:
-        modes = [self._structured] if self._structured else list(AUTO_MODES)
-        if schema is None:
-            modes = ["none"]
-        limiter = self._limiter()
-        for position, mode in enumerate(modes):
-            full = dict(request)
-            structured = response_format(mode, schema)
-            if structured is not None:
-                full["response_format"] = structured
-            try:
-                completion = await call_with_retries(
-                    client,
-                    full,
-                    self.settings,
-                    limiter,
-                    deadline,
-                    on_attempt=lambda: record_usage(questions[0], calls=1),
-                )
-            except RequestRejected as rejected:
-                if position + 1 < len(modes):
-                    logger.info("endpoint refused response_format %s: %s", mode, rejected.message)
-                    continue
-                if request.get("logprobs") and mode == "none":
-                    # Some endpoints reject the logprobs parameter outright.
-                    self._no_logprobs()
-                    return Completion("", None, "rejected", 0, 0)
-                raise
-            if schema is not None:
-                self._structured = mode
-            record_usage(
-                questions[0],
-                prompt_tokens=completion.prompt_tokens,
-                completion_tokens=completion.completion_tokens,
+        try:
+            return await self.endpoint.complete(
+                request,
+                schema=schema,
+                deadline=deadline,
+                row=row_key(questions[0]),
+                cache_as=request_key(request, vote),
             )
-            return completion
-        raise JudgeFailure("rejected", "the endpoint refused every request form")
-
-    def _client(self) -> openai.AsyncOpenAI:
-        # The SDK's own retries are off: ours honour retry-after and the row's time budget.
-        return openai.AsyncOpenAI(
-            base_url=self.settings.base_url,
-            api_key=self.settings.api_key,
-            max_retries=0,
-            timeout=self.settings.call_timeout,
-        )
-
-    def _limiter(self) -> asyncio.Semaphore:
-        loop = asyncio.get_running_loop()
-        limiter = self._limiters.get(loop)
-        if limiter is None:
-            limiter = asyncio.Semaphore(self.settings.concurrency)
-            self._limiters[loop] = limiter
-        return limiter
+        except RequestRejected as rejected:
+            if request.get("logprobs") and rejected.form == "none":
+                # Some endpoints reject the logprobs parameter outright.
+                self._no_logprobs()
+                return Completion("", None, "rejected", 0, 0)
+            raise
 
 
 def build_request(

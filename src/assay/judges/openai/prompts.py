@@ -114,16 +114,3 @@ def instruction_messages(question: Question, explain: bool) -> Messages:
         )
     user = f"{inputs_block(question)}\n\nInstruction: {question.instruction}\n\n{ask}"
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
-
-
-def response_format(mode: str, schema: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The `response_format` for structured-output `mode`, or None to send none."""
-    if schema is None or mode == "none":
-        return None
-    if mode == "json_object":
-        # llama-cpp-python's spelling: it compiles the schema into a grammar.
-        return {"type": "json_object", "schema": schema}
-    return {
-        "type": "json_schema",
-        "json_schema": {"name": "verdicts", "schema": schema, "strict": True},
-    }

@@ -1,7 +1,8 @@
-"""Settings of the LLM judge: where the endpoint is, how to call it, how to read its answers.
+"""The one set of LLM settings: where the endpoint is, how to call it, how to read its answers.
 
-Every setting has an environment variable (read when a judge is built, never at import) and can
-be overridden in code or from the CLI (`assay.judges.openai.configure`).
+The LLM judge, the OOD judge and the OOD probe generator all read these (`ASSAY_LLM_*`). Every
+setting has an environment variable (read when a judge is built, never at import) and can be
+overridden in code or from the CLI (`assay.judges.openai.configure`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
+from assay.retries import RetryPolicy
 from assay.schema import RequestValidationError
 
 Strategy = Literal["fields", "per_instruction"]
@@ -29,7 +31,7 @@ def default_cache_path() -> Path:
 
 @dataclass(frozen=True)
 class LLMSettings:
-    """How the LLM judge talks to its endpoint.
+    """How Assay talks to an OpenAI-compatible LLM endpoint (the judge's and the OOD metric's).
 
     base_url: the OpenAI-compatible API root, e.g. `http://127.0.0.1:8080/v1`; None means the
         SDK's default (api.openai.com).
@@ -44,10 +46,12 @@ class LLMSettings:
     votes: sampled answers per instruction when the endpoint returns no logprobs.
     vote_temperature: sampling temperature of those votes (must be > 0).
     call_timeout: seconds one HTTP call may take.
-    row_timeout: seconds all calls for one row and detector may take, retries included.
+    row_timeout: seconds all calls for one row and detector may take, retries included (for the
+        OOD metric: one call with its retries).
     max_attempts: attempts per call (1 = no retry); only 429, 5xx, timeouts and connection
         errors are retried.
-    backoff_base / backoff_cap: seconds of the first retry delay and the longest one.
+    backoff_base / backoff_cap: ceilings in seconds of the first retry delay and the longest one
+        (`assay.retries.RetryPolicy`).
     concurrency: HTTP calls in flight at once.
     max_tokens: completion budget of one "fields" call (per_instruction calls use 1, or more
         when an explanation is wanted).
@@ -82,6 +86,10 @@ class LLMSettings:
     def cache_file(self) -> Path:
         """The cache's SQLite file: `cache_path`, or the per-user default."""
         return self.cache_path or default_cache_path()
+
+    def retry_policy(self) -> RetryPolicy:
+        """The shared retry policy with these attempts and backoff."""
+        return RetryPolicy(self.max_attempts, self.backoff_base, self.backoff_cap)
 
     def with_overrides(self, **overrides: object) -> LLMSettings:
         """A copy with the given fields replaced (None values are ignored)."""
@@ -128,6 +136,17 @@ def settings_from_env(environ: Mapping[str, str] | None = None) -> LLMSettings:
         raise RequestValidationError(variable, error.message) from None
 
 
+def configured_settings(environ: Mapping[str, str] | None = None) -> LLMSettings | None:
+    """`settings_from_env(environ)` when `ASSAY_LLM_BASE_URL` and `ASSAY_LLM_MODEL` are both set,
+    else None: what decides whether the OOD metric writes probes and judges with an LLM."""
+    environ = os.environ if environ is None else environ
+    if not environ.get("ASSAY_LLM_BASE_URL", "").strip():
+        return None
+    if not environ.get("ASSAY_LLM_MODEL", "").strip():
+        return None
+    return settings_from_env(environ)
+
+
 def parse_overrides(pairs: Sequence[str], field: str = "llm") -> dict[str, object]:
     """Settings from "name=value" strings (names as in LLMSettings, `-` or `_`), typed like
     their environment variables. Raises RequestValidationError naming `field` and the name."""
@@ -170,5 +189,8 @@ def _check(settings: LLMSettings) -> None:
     for name in ("call_timeout", "row_timeout", "vote_temperature", "cache_ttl"):
         if float(getattr(settings, name)) <= 0:
             raise RequestValidationError(name, "must be greater than 0")
+    for name in ("backoff_base", "backoff_cap"):
+        if float(getattr(settings, name)) < 0:
+            raise RequestValidationError(name, "must not be negative")
     if not settings.model.strip():
         raise RequestValidationError("model", "must not be empty")

@@ -7,6 +7,7 @@ reached (`evidence["method"]`) and, when asked, explain themselves quoting the m
 from __future__ import annotations
 
 from assay.judges.base import Question, Verdict
+from assay.judges.openai.calls import BAD_OUTPUT
 from assay.judges.openai.parsing import Reading
 from assay.judges.usage import record_usage
 from assay.schema import JudgeFailure
@@ -19,7 +20,7 @@ def verdict_from_reading(reading: Reading | None, question: Question, finish_rea
     if reading is None or reading.probability is None:
         cut = " (the reply was cut off at the token limit)" if finish_reason == "length" else ""
         return JudgeFailure(
-            "unparseable", f"no readable yes/no answer for {question.check!r} after one re-ask{cut}"
+            BAD_OUTPUT, f"no readable yes/no answer for {question.check!r} after one re-ask{cut}"
         )
     probability = reading.probability
     evidence: dict[str, float | str | list[str]] = {"method": "logprobs"}
@@ -35,7 +36,7 @@ def verdict_from_votes(readings: list[Reading], question: Question, asked: int) 
     """P(yes) as the share of yes among sampled answers; says it came from votes."""
     if not readings:
         return JudgeFailure(
-            "unparseable", f"none of {asked} sampled answers for {question.check!r} was readable"
+            BAD_OUTPUT, f"none of {asked} sampled answers for {question.check!r} was readable"
         )
     yes = sum(1 for r in readings if r.answer == "yes")
     probability = yes / len(readings)

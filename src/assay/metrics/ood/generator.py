@@ -9,7 +9,9 @@ temperature 0 the choice is deterministic; above 0 it is sampled from a seeded g
 more spread out the higher the temperature.
 
 With an LLM configured, the LLM writes the probes from the profile at the given temperature;
-its probes pass the same scope filter, and the bank tops up any shortfall.
+its probes pass the same scope filter, and the bank tops up any shortfall. Nothing falls back
+silently: a bank probe that stands in for the LLM says why (`GeneratedProbe.fallback`), and a
+`ProbeSet` with fewer probes than asked says why (`ProbeSet.shortfall`).
 """
 
 from __future__ import annotations
@@ -21,10 +23,12 @@ import logging
 import math
 import random
 from dataclasses import dataclass, replace
+from typing import Any, Literal
 
+from assay.judges.openai.calls import BAD_OUTPUT
+from assay.judges.openai.endpoint import LLMEndpoint
 from assay.metrics.ood.bank import bank_vectors, probe_bank
 from assay.metrics.ood.embedding import shared_encoder
-from assay.metrics.ood.llm import LLMSettings, complete_json
 from assay.metrics.ood.profile import UseCaseProfile
 from assay.metrics.ood.scope import in_scope_probabilities, scope_features, scope_probabilities
 from assay.schema import JudgeFailure
@@ -36,6 +40,10 @@ NEAR_SHARE = 1 / 3
 #: Share of a topic's questions judged in scope at which the whole topic is left out.
 TOPIC_OVERLAP = 0.2
 
+#: Why a bank probe stands in for an LLM-written one: the LLM call failed, or the LLM's probes
+#: were too few once the scope filter had dropped those in scope.
+Fallback = Literal["llm_failed", "llm_short"]
+
 
 @dataclass(frozen=True)
 class GeneratedProbe:
@@ -45,12 +53,28 @@ class GeneratedProbe:
     topic: the bank topic, or "llm" for LLM-written probes.
     near_domain: whether it was chosen as a near-domain probe.
     in_scope_probability: the scope judge's P(in scope) for it (always below 0.5).
+    fallback: set when the probe comes from the bank although an LLM was to write it: why.
+    fallback_reason: with fallback, the details (e.g. the LLM call's error).
     """
 
     text: str
     topic: str
     near_domain: bool
     in_scope_probability: float
+    fallback: Fallback | None = None
+    fallback_reason: str | None = None
+
+
+@dataclass(frozen=True)
+class ProbeSet:
+    """What a generator wrote for one request.
+
+    probes: the probes, at most the count asked for.
+    shortfall: why there are fewer than asked (None when there are not).
+    """
+
+    probes: list[GeneratedProbe]
+    shortfall: str | None = None
 
 
 @dataclass(frozen=True)
@@ -81,17 +105,18 @@ class ProbeGenerator(abc.ABC):
     """Writes `count` out-of-domain probes for a profile."""
 
     @abc.abstractmethod
-    async def generate(self, request: ProbeRequest) -> list[GeneratedProbe]:
-        """Probes for `request.profile` (fewer than asked only if the bank runs out of topics)."""
+    async def generate(self, request: ProbeRequest) -> ProbeSet:
+        """Probes for `request.profile` (fewer than asked only if the bank runs out of topics,
+        and then the set says so)."""
 
 
 class BankProbeGenerator(ProbeGenerator):
     """Offline: choose from the bundled probe bank by embedding distance from the profile."""
 
-    async def generate(self, request: ProbeRequest) -> list[GeneratedProbe]:
+    async def generate(self, request: ProbeRequest) -> ProbeSet:
         return await asyncio.to_thread(self.generate_now, request)
 
-    def generate_now(self, request: ProbeRequest) -> list[GeneratedProbe]:
+    def generate_now(self, request: ProbeRequest) -> ProbeSet:
         """The synchronous body of `generate`."""
         profile, temperature, seed, anchor = (
             request.profile,
@@ -152,10 +177,17 @@ class BankProbeGenerator(ProbeGenerator):
                 members = by_topic[topic]
                 pick = members[0] if near else rng.choice(members)
                 chosen.append((pick, near))
-        return [
+        probes = [
             GeneratedProbe(bank[i].text, bank[i].topic, near, round(in_scope[i], 4))
             for i, near in chosen
         ]
+        shortfall = None
+        if count < request.count:
+            shortfall = (
+                f"the probe bank has only {len(topics)} topics outside this use case "
+                "(one probe per topic)"
+            )
+        return ProbeSet(probes, shortfall)
 
 
 _LLM_SYSTEM = (
@@ -178,28 +210,26 @@ _SCHEMA = {
 class LLMProbeGenerator(ProbeGenerator):
     """An LLM writes the probes; the scope filter and the bank back it up.
 
-    settings: the endpoint and model.
-    timeout: seconds for the call.
+    endpoint: the shared LLM layer (its settings give timeouts, attempts, concurrency, cache).
     """
 
-    def __init__(self, settings: LLMSettings, timeout: float = 60.0) -> None:
-        self._settings = settings
-        self._timeout = timeout
+    def __init__(self, endpoint: LLMEndpoint) -> None:
+        self._endpoint = endpoint
         self._fallback = BankProbeGenerator()
 
-    async def generate(self, request: ProbeRequest) -> list[GeneratedProbe]:
+    async def generate(self, request: ProbeRequest) -> ProbeSet:
         profile, count = request.profile, request.count
         user = f"Profile:\n{profile.as_prompt()}\n\nWrite {count + 2} questions."
         if request.anchor:
             user += f" An in-scope question for comparison: {request.anchor}"
+        failure: JudgeFailure | None = None
         try:
-            answer = await complete_json(
-                self._settings, _LLM_SYSTEM, user, request.temperature, self._timeout, _SCHEMA
+            written = await self._endpoint.complete_json(
+                _LLM_SYSTEM, user, schema=_SCHEMA, temperature=request.temperature, read=_probes
             )
-            written = [str(p) for p in answer.get("probes", []) if str(p).strip()]
-        except (JudgeFailure, AttributeError) as error:
+        except JudgeFailure as error:
             logger.warning("LLM probe generation failed (%s); using the probe bank", error)
-            written = []
+            failure, written = error, []
         kept: list[GeneratedProbe] = []
         if written:
             scores = await asyncio.to_thread(in_scope_probabilities, written, profile)
@@ -208,12 +238,27 @@ class LLMProbeGenerator(ProbeGenerator):
                 for text, p in zip(written, scores, strict=True)
                 if p < 0.5
             ][:count]
-        if len(kept) < count:
-            extra = await self._fallback.generate(replace(request, count=count - len(kept)))
-            kept.extend(extra)
-        return kept
+        if len(kept) == count:
+            return ProbeSet(kept)
+        extra = await self._fallback.generate(replace(request, count=count - len(kept)))
+        fallback: Fallback = "llm_failed" if failure is not None else "llm_short"
+        reason = (
+            str(failure)
+            if failure is not None
+            else f"{len(kept)} of the LLM's {len(written)} probes were out of scope"
+        )
+        kept += [replace(p, fallback=fallback, fallback_reason=reason) for p in extra.probes]
+        return ProbeSet(kept, extra.shortfall)
 
 
-def probe_generator(settings: LLMSettings | None) -> ProbeGenerator:
-    """The LLM generator when `settings` is given, the offline bank otherwise."""
-    return LLMProbeGenerator(settings) if settings else BankProbeGenerator()
+def _probes(answer: Any) -> list[str]:
+    """The probe texts of the LLM's JSON; JudgeFailure when it holds no list of probes."""
+    probes = answer.get("probes") if isinstance(answer, dict) else None
+    if not isinstance(probes, list):
+        raise JudgeFailure(BAD_OUTPUT, f"LLM answer lacks a list 'probes': {answer!r}"[:300])
+    return [str(p) for p in probes if str(p).strip()]
+
+
+def probe_generator(endpoint: LLMEndpoint | None) -> ProbeGenerator:
+    """The LLM generator when an LLM `endpoint` is given, the offline bank otherwise."""
+    return LLMProbeGenerator(endpoint) if endpoint else BankProbeGenerator()

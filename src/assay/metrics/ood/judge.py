@@ -20,7 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from assay.metrics.ood.llm import LLMSettings, complete_json
+from assay.judges.openai.calls import BAD_OUTPUT
+from assay.judges.openai.endpoint import LLMEndpoint
 from assay.metrics.ood.profile import UseCaseProfile
 from assay.metrics.ood.refusal import matched_cues, refusal_probabilities
 from assay.metrics.ood.scope import in_scope_probabilities
@@ -170,22 +171,21 @@ _ANSWER_SCHEMA = {
 class LLMOODJudge(OODJudge):
     """An LLM on an OpenAI-compatible endpoint gives both probabilities and the evidence.
 
-    settings: the endpoint and model.
-    timeout: seconds per call.
-    concurrency: most calls in flight at once.
+    endpoint: the shared LLM layer (its settings give timeouts, attempts, concurrency, cache).
     """
 
     name = "llm"
 
-    def __init__(self, settings: LLMSettings, timeout: float = 60.0, concurrency: int = 4) -> None:
-        self._settings = settings
-        self._timeout = timeout
-        self._limit = asyncio.Semaphore(concurrency)
+    def __init__(self, endpoint: LLMEndpoint) -> None:
+        self._endpoint = endpoint
 
     async def judge(
         self, cases: Sequence[JudgeCase], profile: UseCaseProfile, explain: bool = False
     ) -> list[Judgement | JudgeFailure]:
-        return list(await asyncio.gather(*(self._one(case, profile, explain) for case in cases)))
+        async with self._endpoint.connected():
+            return list(
+                await asyncio.gather(*(self._one(case, profile, explain) for case in cases))
+            )
 
     async def _one(
         self, case: JudgeCase, profile: UseCaseProfile, explain: bool
@@ -194,22 +194,28 @@ class LLMOODJudge(OODJudge):
             f"Profile:\n{profile.as_prompt()}\n\nUser query:\n{case.query}\n\nReply:\n{case.reply}"
         )
         try:
-            async with self._limit:
-                answer = await complete_json(
-                    self._settings, _LLM_SYSTEM, user, 0.0, self._timeout, _ANSWER_SCHEMA
-                )
-            in_scope = _probability(answer, "in_scope_probability")
-            refused = _probability(answer, "refusal_probability")
+            in_scope, refused, evidence = await self._endpoint.complete_json(
+                _LLM_SYSTEM, user, schema=_ANSWER_SCHEMA, temperature=0.0, read=_read_answer
+            )
         except JudgeFailure as failure:
             return failure
         if case.known_in_scope is not None:
             in_scope = float(case.known_in_scope)
-        evidence = {"llm_evidence": str(answer.get("evidence", ""))} if explain else {}
-        return combine(in_scope, refused, evidence)
+        return combine(in_scope, refused, {"llm_evidence": evidence} if explain else {})
+
+
+def _read_answer(answer: Any) -> tuple[float, float, str]:
+    """(P(in scope), P(refused), evidence) from the LLM's JSON; JudgeFailure when it lacks them."""
+    evidence = answer.get("evidence", "") if isinstance(answer, dict) else ""
+    return (
+        _probability(answer, "in_scope_probability"),
+        _probability(answer, "refusal_probability"),
+        str(evidence),
+    )
 
 
 def _probability(answer: Any, key: str) -> float:
     value = answer.get(key) if isinstance(answer, dict) else None
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
-        raise JudgeFailure("unparseable", f"LLM answer lacks a 0-1 number {key!r}: {answer!r}")
+        raise JudgeFailure(BAD_OUTPUT, f"LLM answer lacks a 0-1 number {key!r}: {answer!r}")
     return float(value)

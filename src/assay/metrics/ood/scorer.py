@@ -4,20 +4,26 @@ For each row: the row's prompt is the in-domain case (its recorded `sut_response
 SUT's answer when that is null), plus `num_ood_queries` probes put to the live SUT. Each pair is
 judged; the row's accuracy is correct cases / all cases (the published example: 3 of 4 -> 0.75),
 then mapped through the scoring metadata (`min`, `max`, `inverted`). A row with any failed SUT
-call or unjudgeable case gets no score and an `error`: nothing is silently scored.
+call or unjudgeable case gets no score and an `error`: nothing is silently scored. A probe the
+bank wrote in place of the LLM says so on its case (`fallback`), and a row with fewer probes
+than asked says why in its `warnings`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from assay._sync import run_sync
+from assay.judges.openai.endpoint import LLMEndpoint
+from assay.judges.openai.settings import configured_settings
+from assay.judges.usage import collect_usage
 from assay.metrics.ood.config import OODMetricConfig, parse_config
 from assay.metrics.ood.generator import (
-    GeneratedProbe,
+    Fallback,
     ProbeGenerator,
     ProbeRequest,
     probe_generator,
@@ -31,7 +37,6 @@ from assay.metrics.ood.judge import (
     LLMOODJudge,
     OODJudge,
 )
-from assay.metrics.ood.llm import llm_settings_from_env
 from assay.metrics.ood.profile import UseCaseProfile, profile_from_mapping
 from assay.metrics.ood.rows import OODRow, parse_rows
 from assay.metrics.ood.sut import SUTReply, SystemUnderTest, ask_with_retries, last_user_turn
@@ -55,8 +60,11 @@ class CaseResult:
     correct: whether the behaviour was right (None unless judged).
     in_scope_probability, refusal_probability: the two judgements behind the label.
     topic, near_domain: where a probe came from.
+    fallback, fallback_reason: for a bank probe written in place of the LLM's, why
+        ("llm_failed" or "llm_short") and the details.
     attempts: SUT tries made (0 for a recorded reply).
     error: what went wrong, when something did.
+    error_kind: its kind ("timeout", "rate_limited", "transport", "bad_output", ...).
     evidence: with explain, what the judgement rests on.
     """
 
@@ -72,8 +80,11 @@ class CaseResult:
     refusal_probability: float | None = None
     topic: str | None = None
     near_domain: bool = False
+    fallback: Fallback | None = None
+    fallback_reason: str | None = None
     attempts: int = 0
     error: str | None = None
+    error_kind: str | None = None
     evidence: dict[str, Any] = field(default_factory=dict)
 
 
@@ -89,6 +100,9 @@ class RowResult:
     weight: the config's weight, carried for whoever combines metrics.
     cases: every case, in order (in-domain first).
     error: why the row has no score.
+    warnings: what the row lacks although it was scored (e.g. fewer probes than asked, and why).
+    usage: LLM calls, tokens and cache hits the row's probes and judgements cost (empty without
+        an LLM).
     """
 
     input_id: str
@@ -100,6 +114,8 @@ class RowResult:
     weight: float
     cases: list[CaseResult]
     error: str | None = None
+    warnings: list[str] = field(default_factory=list)
+    usage: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready data."""
@@ -119,14 +135,15 @@ def apply_scoring(accuracy: float, config: OODMetricConfig) -> float:
 def _case(role: Literal["in_domain", "probe"], query: str, reply: SUTReply) -> CaseResult:
     if reply.failed:
         return CaseResult(
-            role, query, None, "transport_error", attempts=reply.attempts, error=reply.error
-        )
+            role, query, None, "transport_error", attempts=reply.attempts, error=reply.error,
+            error_kind=reply.kind,
+        )  # fmt: skip
     return CaseResult(role, query, reply.text, "judged", attempts=reply.attempts)
 
 
 def _apply(case: CaseResult, verdict: Judgement | JudgeFailure) -> None:
     if isinstance(verdict, JudgeFailure):
-        case.status, case.error = "judge_error", str(verdict)
+        case.status, case.error, case.error_kind = "judge_error", str(verdict), verdict.kind
         return
     case.label, case.probability = verdict.label, verdict.probability
     case.probabilities, case.correct = verdict.probabilities, verdict.correct
@@ -156,14 +173,29 @@ class _Run:
         )
 
     async def score(self, row: OODRow) -> RowResult:
+        # The row's LLM calls (probes, judgements) are counted on a ledger of its own.
+        with collect_usage() as ledger:
+            result = await self._score(row)
+        usage = ledger.total()
+        if not usage.is_empty():
+            result.usage = usage.to_dict()
+        return result
+
+    async def _score(self, row: OODRow) -> RowResult:
+        asked = self.config.num_ood_queries
         request = ProbeRequest(
             self.profile,
-            self.config.num_ood_queries,
+            asked,
             self.config.synthesis_temperature,
             seed_for(row.input_id),
             anchor=last_user_turn(row.prompt),
         )
-        probes: list[GeneratedProbe] = await self.generator.generate(request)
+        probe_set = await self.generator.generate(request)
+        probes = probe_set.probes
+        warnings = []
+        if len(probes) < asked:
+            reason = probe_set.shortfall or "the generator wrote no more"
+            warnings.append(f"{len(probes)} of {asked} probes: {reason}")
         if row.sut_response is not None:
             own: Any = SUTReply(row.sut_response, None, 0)
             replies = await asyncio.gather(*(self.ask(p.text) for p in probes))
@@ -175,6 +207,7 @@ class _Run:
         for probe, reply in zip(probes, replies, strict=True):
             case = _case("probe", probe.text, reply)
             case.topic, case.near_domain = probe.topic, probe.near_domain
+            case.fallback, case.fallback_reason = probe.fallback, probe.fallback_reason
             cases.append(case)
         answered = [c for c in cases if c.status == "judged"]
         verdicts = await self.judge.judge(
@@ -189,25 +222,24 @@ class _Run:
         )
         for case, verdict in zip(answered, verdicts, strict=True):
             _apply(case, verdict)
-        return self._result(row, cases)
+        return self._result(row, cases, warnings)
 
-    def _result(self, row: OODRow, cases: list[CaseResult]) -> RowResult:
+    def _result(self, row: OODRow, cases: list[CaseResult], warnings: list[str]) -> RowResult:
         failed = [c for c in cases if c.status != "judged"]
         correct = sum(1 for c in cases if c.correct)
         judged = len(cases) - len(failed)
-        common = {"input_id": row.input_id, "metric_name": self.config.metric_name}
+        result = RowResult(
+            row.input_id, self.config.metric_name, score=None, accuracy=None, correct=correct,
+            total=judged, weight=self.config.weight, cases=cases, warnings=warnings,
+        )  # fmt: skip
         if failed:
             reasons = "; ".join(f"{c.status}: {c.error}" for c in failed[:3])
-            return RowResult(
-                **common, score=None, accuracy=None, correct=correct, total=judged,
-                weight=self.config.weight, cases=cases,
-                error=f"{len(failed)} of {len(cases)} cases failed ({reasons})",
-            )  # fmt: skip
+            result.error = f"{len(failed)} of {len(cases)} cases failed ({reasons})"
+            return result
         accuracy = correct / len(cases)
-        return RowResult(
-            **common, score=apply_scoring(accuracy, self.config), accuracy=round(accuracy, 4),
-            correct=correct, total=len(cases), weight=self.config.weight, cases=cases,
-        )  # fmt: skip
+        result.score = apply_scoring(accuracy, self.config)
+        result.accuracy = round(accuracy, 4)
+        return result
 
 
 def _profile(config: OODMetricConfig) -> UseCaseProfile:
@@ -237,8 +269,10 @@ async def score_rows(
     config: an OODMetricConfig or its mapping; `use_case` is required.
     sut: the live system under test that answers the probes (required: probes have no recorded
         replies).
-    judge: the OOD judge; default the LLM judge when ASSAY_LLM_* is set, else the embedded one.
-    generator: the probe generator; default likewise (LLM when configured, else the bank).
+    judge: the OOD judge; default the LLM judge when ASSAY_LLM_BASE_URL and ASSAY_LLM_MODEL are
+        set (with the other ASSAY_LLM_* settings), else the embedded one.
+    generator: the probe generator; default likewise (LLM when configured, else the bank). The
+        default LLM judge and generator share one `LLMEndpoint`.
     explain: attach evidence to every judged case.
     on_progress: called with the number of rows finished so far.
 
@@ -251,15 +285,16 @@ async def score_rows(
         raise RequestValidationError(
             "sut", "the probes need a live system under test (pass sut=..., or --sut-url)"
         )
-    llm = llm_settings_from_env()
+    llm = configured_settings() if judge is None or generator is None else None
+    endpoint = LLMEndpoint(llm) if llm is not None else None
     if judge is None:
-        judge = LLMOODJudge(llm, settings.timeout_seconds) if llm else EmbeddedOODJudge()
+        judge = LLMOODJudge(endpoint) if endpoint else EmbeddedOODJudge()
     run = _Run(
         config=settings,
         profile=profile,
         sut=sut,
         judge=judge,
-        generator=generator or probe_generator(llm),
+        generator=generator or probe_generator(endpoint),
         explain=explain,
         limit=asyncio.Semaphore(settings.concurrency_limit),
     )
@@ -275,7 +310,9 @@ async def score_rows(
             on_progress(done)
         return result
 
-    return list(await asyncio.gather(*(one(row) for row in parsed)))
+    # All rows' LLM calls share one connection pool.
+    async with endpoint.connected() if endpoint else contextlib.nullcontext():
+        return list(await asyncio.gather(*(one(row) for row in parsed)))
 
 
 def score_rows_sync(

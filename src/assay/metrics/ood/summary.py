@@ -20,6 +20,11 @@ class OODSummary:
     confusion: label -> count over judged cases.
     transport_failures: SUT calls that failed after all retries (not counted as behaviour).
     judge_failures: pairs the judge could not label.
+    probe_fallbacks: probes the bank wrote in place of the LLM, by why ("llm_failed": the LLM
+        call failed; "llm_short": too few of its probes were out of scope).
+    rows_short_of_probes: rows that got fewer probes than num_ood_queries.
+    probe_shortfalls: the rows' warnings (how many probes of how many, and why), each with the
+        rows it applies to (distinct warnings, at most `MAX_REASONS`; others count as "other").
     over_rejection_rate: over_rejection / in-scope cases (None without in-scope cases).
     missed_refusal_rate: missed_refusal / out-of-scope cases (None without any).
     mean_score: mean row score (None when no row scored).
@@ -34,10 +39,17 @@ class OODSummary:
     confusion: dict[Label, int] = field(default_factory=dict)
     transport_failures: int = 0
     judge_failures: int = 0
+    probe_fallbacks: dict[str, int] = field(default_factory=dict)
+    rows_short_of_probes: int = 0
+    probe_shortfalls: dict[str, int] = field(default_factory=dict)
     over_rejection_rate: float | None = None
     missed_refusal_rate: float | None = None
     mean_score: float | None = None
     score_interval: tuple[float, float] | None = None
+
+
+#: Distinct shortfall warnings a summary keeps (they depend on the profile and config, so few).
+MAX_REASONS = 10
 
 
 def _rate(part: int, whole: int) -> float | None:
@@ -54,6 +66,9 @@ class OODTally:
         self.confusion: dict[Label, int] = dict.fromkeys(LABELS, 0)
         self.transport_failures = 0
         self.judge_failures = 0
+        self.probe_fallbacks: dict[str, int] = {}
+        self.rows_short_of_probes = 0
+        self.probe_shortfalls: dict[str, int] = {}
         self.score_total = 0.0
         self.score_tally: dict[float, int] = {}
 
@@ -61,6 +76,9 @@ class OODTally:
         """Count one row's result."""
         self.rows += 1
         for case in result.get("cases") or []:
+            fallback = case.get("fallback")
+            if fallback:
+                self.probe_fallbacks[fallback] = self.probe_fallbacks.get(fallback, 0) + 1
             label = case.get("label")
             if label in self.confusion:
                 self.confusion[label] += 1
@@ -68,6 +86,14 @@ class OODTally:
                 self.transport_failures += 1
             elif case.get("status") == "judge_error":
                 self.judge_failures += 1
+        warnings = result.get("warnings") or []
+        if warnings:
+            self.rows_short_of_probes += 1
+        for warning in warnings:
+            reason = str(warning)
+            if reason not in self.probe_shortfalls and len(self.probe_shortfalls) >= MAX_REASONS:
+                reason = "other"
+            self.probe_shortfalls[reason] = self.probe_shortfalls.get(reason, 0) + 1
         score = result.get("score")
         if isinstance(score, int | float) and not isinstance(score, bool):
             self.rows_scored += 1
@@ -87,6 +113,9 @@ class OODTally:
             confusion=dict(confusion),
             transport_failures=self.transport_failures,
             judge_failures=self.judge_failures,
+            probe_fallbacks=dict(self.probe_fallbacks),
+            rows_short_of_probes=self.rows_short_of_probes,
+            probe_shortfalls=dict(self.probe_shortfalls),
             over_rejection_rate=_rate(confusion["over_rejection"], in_scope),
             missed_refusal_rate=_rate(confusion["missed_refusal"], off_scope),
             mean_score=round(self.score_total / self.rows_scored, 4) if self.rows_scored else None,
