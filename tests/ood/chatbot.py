@@ -165,6 +165,25 @@ BANK_PROFILE = {
     ),
 }
 
+
+def everyday_profile() -> dict[str, str]:
+    """A general assistant whose topics cover every probe-bank topic (named, and by a question
+    from each), so the bank has fewer topics left outside it than the 32 probes a row may ask
+    for. Its one example is "What should I cook tonight?"."""
+    from assay.metrics.ood.bank import probe_bank
+
+    first_question: dict[str, str] = {}
+    for probe in probe_bank():
+        first_question.setdefault(probe.topic, probe.text)
+    topics = [topic.replace("_", " ") for topic in first_question]
+    return {
+        "name": "Everyday helper",
+        "description": "A general assistant for everyday life.",
+        "allowed_topics": "\n".join([*topics, *first_question.values()]),
+        "examples": "What should I cook tonight?",
+    }
+
+
 #: In-domain questions the tests send as rows: paraphrases of the bot's examples.
 IN_DOMAIN_PROMPTS = (
     "How much money is left in my current account?",

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from chatbot import BANK_PROFILE, OVER_REFUSE, RunningChatbot, running_bot
+from chatbot import BANK_PROFILE, OVER_REFUSE, RunningChatbot, everyday_profile, running_bot
 
 
 @pytest.fixture
@@ -52,6 +52,25 @@ def test_ood_probes_the_bot_and_prints_verdicts_and_summary(
     assert len(rows) == 4  # one per profile example
     assert all(row["score"] == 1.0 for row in rows)
     assert len(chatbot.policy.queries) == 4 * 3
+
+
+def test_ood_warns_on_the_terminal_when_the_bank_runs_short_of_probes(
+    chatbot: RunningChatbot, tmp_path: Path
+) -> None:
+    profile_file = tmp_path / "profile.yaml"
+    profile_file.write_text(yaml.safe_dump(everyday_profile()))
+    out = tmp_path / "ood.jsonl"
+    done = assay(
+        "ood", "--use-case", str(profile_file), "--sut-url", f"{chatbot.url}/v1",
+        "--num-ood-queries", "32", "--out", str(out),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (row,) = [json.loads(line) for line in out.read_text().splitlines()]
+    probes = len(row["cases"]) - 1
+    reason = f"{probes} of 32 probes: the probe bank has only {probes} topics outside this use case"
+    assert row["warnings"][0].startswith(reason)
+    warning = " ".join(done.stderr.split())
+    assert f"warning: 1 rows got fewer probes than num_ood_queries: {reason}" in warning
 
 
 def test_ood_over_the_http_kind_sees_an_over_refusing_bot(

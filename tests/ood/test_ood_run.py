@@ -14,7 +14,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-from chatbot import BANK_PROFILE, OVER_REFUSE, RunningChatbot, in_domain_rows, running_bot
+from chatbot import (
+    BANK_PROFILE,
+    OVER_REFUSE,
+    RunningChatbot,
+    everyday_profile,
+    in_domain_rows,
+    running_bot,
+)
 
 from assay.runner import iter_output_lines
 
@@ -84,6 +91,37 @@ def test_run_scores_each_row_and_summarises_the_metric(
     assert summary["mean_score"] == 1.0
     assert summary["ood"]["confusion"]["correct_refusal"] == 6
     assert summary["ood"]["over_rejection_rate"] == 0.0
+
+
+def test_a_probe_shortfall_is_in_the_run_summary_and_on_the_terminal(
+    chatbot: RunningChatbot, tmp_path: Path
+) -> None:
+    config = tmp_path / "cfg.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "use_case": everyday_profile(),
+                "num_ood_queries": 32,
+                "sut": {"kind": "openai", "url": f"{chatbot.url}/v1", "model": "harbour-bot"},
+            }
+        )
+    )
+    data = tmp_path / "rows.jsonl"
+    row = {"input_id": "a", "prompt": "What should I cook tonight?", "sut_response": "Pasta."}
+    data.write_text(json.dumps(row) + "\n")
+    out = tmp_path / "out.jsonl"
+
+    done = assay("run", str(data), "--metric", "llm.ood_detection", "--config", str(config),
+                 "--out", str(out))  # fmt: skip
+
+    assert done.returncode == 0, done.stderr
+    (line,) = iter_output_lines(out)
+    [warning] = line["llm.ood_detection"]["warnings"]
+    summary = json.loads(Path(f"{out}.summary.json").read_text())["detectors"]["llm.ood_detection"]
+    assert summary["ood"]["rows_short_of_probes"] == 1
+    assert summary["ood"]["probe_shortfalls"] == {warning: 1}
+    assert "the probe bank has only" in warning
+    assert f"rows got fewer probes than num_ood_queries: {warning}" in " ".join(done.stderr.split())
 
 
 def test_an_over_refusing_bot_scores_lower_through_assay_run(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from chatbot import BANK_PROFILE, no_llm_env  # noqa: F401 - autouse fixture
+from chatbot import BANK_PROFILE, everyday_profile, no_llm_env  # noqa: F401 - autouse fixture
 
 from assay.metrics.ood import (
     CallableSUT,
@@ -106,6 +106,23 @@ def test_probes_in_scope_for_the_profile_are_dropped() -> None:
     cooking_questions = [p.text for p in probe_bank() if p.topic == "cooking"]
     judged_in = [p >= 0.5 for p in in_scope_probabilities(cooking_questions, cooking)]
     assert sum(judged_in) >= 3  # enough to mark the whole topic as overlapping
+
+
+def test_fewer_probes_than_asked_is_a_warning_with_the_reason() -> None:
+    rows = [{"input_id": "a", "prompt": "What should I cook tonight?", "sut_response": ANSWER}]
+    config = {"use_case": everyday_profile(), "num_ood_queries": 32}
+    (result,) = score_rows_sync(rows, config, sut=CallableSUT(lambda prompt: REFUSAL))
+    probes = len(result.cases) - 1
+    assert 0 < probes < 32
+    assert result.score is not None  # still scored, on the probes there are
+    warning = (
+        f"{probes} of 32 probes: the probe bank has only {probes} topics outside this use case "
+        "(one probe per topic)"
+    )
+    assert result.warnings == [warning]
+    summary = summarize([result, result])
+    assert summary.rows_short_of_probes == 2 and summary.probe_shortfalls == {warning: 2}
+    assert summary.probe_fallbacks == {}  # no LLM: nothing stood in for it
 
 
 async def test_judge_labels_the_four_behaviours() -> None:

@@ -10,7 +10,8 @@ import typer
 from rich.console import Console
 from rich.progress import Progress, TextColumn
 
-from assay.cli_common import EXIT_FAILED, FailUnder, Junit, RateColumn, fail, reported_errors
+from assay.cli.common import EXIT_FAILED, RateColumn, fail, reported_errors
+from assay.cli.options import FailUnder, Junit
 from assay.runner import gates
 from assay.runner.output import iter_output_lines
 from assay.schema import RequestValidationError
@@ -46,7 +47,7 @@ _REPORT_OPTIONS = {
 }
 
 
-def report(
+def report_command(
     output: Annotated[Path, typer.Argument(help="A run's output file: .jsonl or .parquet.")],
     html: Annotated[
         Path | None,

@@ -15,17 +15,27 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from assay import cli_llm
 from assay._sync import run_sync
-from assay.cli_common import (
+from assay.cli.common import (
     EXIT_FAILED,
+    fail,
+    print_plan,
+    print_usage,
+    progress_bar,
+    reported_errors,
+)
+from assay.cli.ood import print_probe_warnings
+from assay.cli.options import (
+    LLM_OPTION_LABELS,
+    CascadeBand,
+    DryRun,
     Explain,
     FailUnder,
     JudgeName,
     Junit,
-    fail,
-    progress_bar,
-    reported_errors,
+    LLMOptions,
+    NoCache,
+    apply_llm_options,
 )
 from assay.runner import gates
 from assay.runner.io import count_rows
@@ -57,7 +67,7 @@ _RUN_OPTIONS = {
     "metric": "--metric",
     "config": "--config",
     "dry_run": "--dry-run",
-    **cli_llm.OPTION_LABELS,
+    **LLM_OPTION_LABELS,
 }
 
 
@@ -68,7 +78,7 @@ class Engine(StrEnum):
     ray = "ray"
 
 
-def run(
+def run_command(
     file: Annotated[Path, typer.Argument(help="Dataset to score: .jsonl, .csv or .parquet.")],
     detector: Annotated[
         list[str] | None,
@@ -137,17 +147,17 @@ def run(
     ] = None,
     fail_under: FailUnder = None,
     junit: Junit = None,
-    no_cache: cli_llm.NoCache = False,
-    dry_run: cli_llm.DryRun = False,
-    llm: cli_llm.LLMOptions = None,
-    cascade_band: cli_llm.CascadeBand = None,
+    no_cache: NoCache = False,
+    dry_run: DryRun = False,
+    llm: LLMOptions = None,
+    cascade_band: CascadeBand = None,
 ) -> None:
     """Score every row of a dataset; write one record per row and a summary.
 
     An interrupted run continues where it stopped when started again with the same command.
     """
     with reported_errors(_RUN_OPTIONS):
-        cli_llm.apply_llm_options(no_cache, llm, cascade_band)
+        apply_llm_options(no_cache, llm, cascade_band)
         scorer = _run_scorer(detector, metric, config, explain, judge, column)
         if stream_batch_size is None:
             stream_batch_size = _manifest_stream_batch_size(metric)
@@ -158,7 +168,9 @@ def run(
         if dry_run:
             if not isinstance(scorer, DetectorScorer):
                 raise RequestValidationError("dry_run", "estimates LLM calls of detector runs only")
-            cli_llm.print_plan(*cli_llm.plan_rows(file, scorer))
+            from assay.runner.plan import llm_judge_settings, plan_rows
+
+            print_plan(llm_judge_settings(), *plan_rows(file, scorer))
             return
         total = count_rows(file)
         with progress_bar("retrying" if retry_failed else "scoring") as (progress, task):
@@ -286,5 +298,8 @@ def _print_summary(summary: RunSummary) -> None:
             ),
             soft_wrap=True,
         )
-    cli_llm.print_usage(summary.usage, summary.rows_with_calls, summary.rows)
+    for numbers in summary.detectors.values():
+        if numbers.metric_tally is not None:
+            print_probe_warnings(numbers.metric_tally.summary())
+    print_usage(summary.usage, summary.rows_with_calls, summary.rows)
     console.print(f"wrote {summary.output_path} and {summary.summary_path}", soft_wrap=True)

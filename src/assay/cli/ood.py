@@ -1,4 +1,5 @@
-"""The bulk of `assay metrics list|show` and `assay ood`; `assay.cli` only registers them.
+"""`assay ood`: probe a live system with in-domain and out-of-domain questions, judge its
+behaviour, print every verdict, a summary and any warnings (bank fallbacks, probe shortfalls).
 
 Errors end in one red line on stderr naming the option or field, never a traceback.
 Exit codes as elsewhere: 0 ran, 1 the run failed, 2 bad input.
@@ -7,21 +8,19 @@ Exit codes as elsewhere: 0 ran, 1 the run failed, 2 bad input.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 import yaml
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 from rich.text import Text
 
 from assay._sync import run_sync
-from assay.cli_common import EXIT_BAD_INPUT, EXIT_FAILED, fail
-from assay.metrics.manifest import all_manifests, get_manifest, render_manifest
+from assay.cli.common import EXIT_FAILED, fail, print_usage, progress_bar, reported_errors, warn
+from assay.judges.usage import Usage
 from assay.metrics.ood.config import OODMetricConfig, parse_config
 from assay.metrics.ood.profile import UseCaseProfile, load_profile
 from assay.metrics.ood.run_config import build_sut
@@ -31,72 +30,6 @@ from assay.schema import RequestValidationError
 
 #: How `sut` keys are spelled on the command line, for error messages.
 _SUT_OPTIONS = {"kind": "--sut-kind", "url": "--sut-url", "body_template": "--body-template"}
-
-metrics_app = typer.Typer(
-    help="List and show the manifests of Assay's metrics and detectors.", no_args_is_help=True
-)
-
-
-@contextmanager
-def _one_line_errors() -> Iterator[None]:
-    try:
-        yield
-    except typer.Exit:
-        raise
-    except RequestValidationError as error:
-        raise fail(f"{error.field}: {error.message}", EXIT_BAD_INPUT) from None
-    except (KeyError, ValueError) as error:
-        message = error.args[0] if error.args else str(error)
-        raise fail(str(message), EXIT_BAD_INPUT) from None
-    except Exception as error:  # anything else still gets one line, not a traceback
-        raise fail(f"{type(error).__name__}: {error}", EXIT_FAILED) from None
-
-
-@metrics_app.command("list")
-def list_metrics(
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
-) -> None:
-    """List every metric and detector with its kind, version and required columns."""
-    with _one_line_errors():
-        manifests = all_manifests()
-    if as_json:
-        listing = [
-            {
-                "name": m.name,
-                "kind": m.kind,
-                "version": m.version,
-                "display_name": m.display_name,
-                "required_columns": m.required_columns,
-                "summary": m.metric_metadata.summary,
-            }
-            for m in manifests.values()
-        ]
-        typer.echo(json.dumps(listing, indent=2, ensure_ascii=False))
-        return
-    table = Table(title="Assay metrics and detectors")
-    table.add_column("name", no_wrap=True, style="bold cyan")
-    for column in ("kind", "version", "required columns", "summary"):
-        table.add_column(column)
-    for m in manifests.values():
-        table.add_row(
-            m.name, m.kind, m.version, ", ".join(m.required_columns), m.metric_metadata.summary
-        )
-    Console(highlight=False).print(table)
-
-
-@metrics_app.command("show")
-def show_metric(
-    name: Annotated[str, typer.Argument(help="Metric or detector name, e.g. llm.ood_detection.")],
-    fmt: Annotated[
-        str, typer.Option("--format", "-f", help="Output format: yaml or json.")
-    ] = "yaml",
-) -> None:
-    """Print one manifest in full."""
-    with _one_line_errors():
-        if fmt not in ("yaml", "json"):
-            raise RequestValidationError("--format", f"must be yaml or json (got {fmt!r})")
-        text = render_manifest(get_manifest(name), "json" if fmt == "json" else "yaml")
-    typer.echo(text.rstrip("\n"))
 
 
 def _config(
@@ -115,16 +48,6 @@ def _config(
         values["num_ood_queries"] = num_ood_queries
     values["use_case"] = profile.fields
     return parse_config(values)
-
-
-@contextmanager
-def _progress(total: int) -> Iterator[Any]:
-    progress = Progress(
-        TextColumn("probing"), BarColumn(), MofNCompleteColumn(), console=Console(stderr=True)
-    )
-    with progress:
-        task = progress.add_task("probing", total=total)
-        yield lambda done: progress.update(task, completed=done)
 
 
 def ood_command(
@@ -164,7 +87,7 @@ def ood_command(
     The in-domain questions are the profile's `examples` (one per line); each gets
     --num-ood-queries probes. Set ASSAY_SUT_API_KEY for an endpoint that needs a key.
     """
-    with _one_line_errors():
+    with reported_errors({}, bad_input=(KeyError, ValueError)):
         profile = load_profile(use_case)
         settings = _config(config, num_ood_queries, profile)
         examples = profile.examples()
@@ -181,7 +104,7 @@ def ood_command(
             options.update(body_template=body_template, reply_path=reply_path)
         sut = build_sut(options, settings, _SUT_OPTIONS)
 
-        async def run(report: Any) -> list[RowResult]:
+        async def run(report: Callable[[int], None]) -> list[RowResult]:
             try:
                 return await score_rows(
                     rows, settings, sut=sut, explain=explain, on_progress=report
@@ -189,8 +112,9 @@ def ood_command(
             finally:
                 await sut.aclose()
 
-        with _progress(len(rows)) as report:
-            results = run_sync(run(report))
+        with progress_bar("probing") as (progress, task):
+            progress.update(task, total=len(rows))
+            results = run_sync(run(lambda done: progress.update(task, completed=done)))
         if out is not None:
             with out.open("w", encoding="utf-8") as handle:
                 for result in results:
@@ -198,6 +122,11 @@ def ood_command(
     _print_cases(results, explain)
     summary = summarize(results)
     _print_summary(summary, profile)
+    print_probe_warnings(summary)
+    usage = Usage()
+    for result in results:
+        usage.add(Usage.from_dict(dict(result.usage)))
+    print_usage(usage, sum(1 for r in results if r.usage.get("calls")), len(results))
     if out is not None:
         Console(highlight=False).print(f"wrote {out}", soft_wrap=True)
     if summary.rows_scored == 0:
@@ -220,7 +149,9 @@ def _print_cases(results: list[RowResult], explain: bool) -> None:
             style = "green" if case.correct else "red"
             cells: list[str | Text] = [
                 result.input_id,
-                case.role + (" (near)" if case.near_domain else ""),
+                case.role
+                + (" (near)" if case.near_domain else "")
+                + (f" (bank: {case.fallback})" if case.fallback else ""),
                 case.query,
                 (case.reply or case.error or "")[:120],
                 Text(verdict, style=style),
@@ -255,3 +186,21 @@ def _print_summary(summary: OODSummary, profile: UseCaseProfile) -> None:
     table.add_row("transport failures", str(summary.transport_failures))
     table.add_row("judge failures", str(summary.judge_failures))
     Console(highlight=False).print(table)
+
+
+def print_probe_warnings(summary: OODSummary) -> None:
+    """Warn on the terminal about probes the bank wrote in place of the LLM and rows that got
+    fewer probes than asked, with why (both are in the summary and on each case too)."""
+    fallbacks = summary.probe_fallbacks
+    if fallbacks.get("llm_failed"):
+        warn(
+            f"{fallbacks['llm_failed']} probes were written from the probe bank because the "
+            "LLM call failed (each such case says why in `fallback_reason`)"
+        )
+    if fallbacks.get("llm_short"):
+        warn(
+            f"{fallbacks['llm_short']} probes were written from the probe bank because too few "
+            "of the LLM's probes were out of scope"
+        )
+    for reason, rows in summary.probe_shortfalls.items():
+        warn(f"{rows} rows got fewer probes than num_ood_queries: {reason}")

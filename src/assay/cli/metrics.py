@@ -1,0 +1,65 @@
+"""`assay metrics list|show`: the manifests of Assay's metrics and detectors."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from assay.cli.common import reported_errors
+from assay.metrics.manifest import all_manifests, get_manifest, render_manifest
+from assay.schema import RequestValidationError
+
+metrics_app = typer.Typer(
+    help="List and show the manifests of Assay's metrics and detectors.", no_args_is_help=True
+)
+
+
+@metrics_app.command("list")
+def list_metrics(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+) -> None:
+    """List every metric and detector with its kind, version and required columns."""
+    with reported_errors({}, bad_input=(KeyError, ValueError)):
+        manifests = all_manifests()
+    if as_json:
+        listing = [
+            {
+                "name": m.name,
+                "kind": m.kind,
+                "version": m.version,
+                "display_name": m.display_name,
+                "required_columns": m.required_columns,
+                "summary": m.metric_metadata.summary,
+            }
+            for m in manifests.values()
+        ]
+        typer.echo(json.dumps(listing, indent=2, ensure_ascii=False))
+        return
+    table = Table(title="Assay metrics and detectors")
+    table.add_column("name", no_wrap=True, style="bold cyan")
+    for column in ("kind", "version", "required columns", "summary"):
+        table.add_column(column)
+    for m in manifests.values():
+        table.add_row(
+            m.name, m.kind, m.version, ", ".join(m.required_columns), m.metric_metadata.summary
+        )
+    Console(highlight=False).print(table)
+
+
+@metrics_app.command("show")
+def show_metric(
+    name: Annotated[str, typer.Argument(help="Metric or detector name, e.g. llm.ood_detection.")],
+    fmt: Annotated[
+        str, typer.Option("--format", "-f", help="Output format: yaml or json.")
+    ] = "yaml",
+) -> None:
+    """Print one manifest in full."""
+    with reported_errors({}, bad_input=(KeyError, ValueError)):
+        if fmt not in ("yaml", "json"):
+            raise RequestValidationError("--format", f"must be yaml or json (got {fmt!r})")
+        text = render_manifest(get_manifest(name), "json" if fmt == "json" else "yaml")
+    typer.echo(text.rstrip("\n"))

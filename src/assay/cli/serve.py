@@ -1,0 +1,54 @@
+"""`assay serve`: the HTTP API, the async job worker and the dashboard."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from assay.cli.common import reported_errors
+
+
+def serve_command(
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=1, max=65535, help="TCP port.")] = 8000,
+    database_url: Annotated[
+        str | None,
+        typer.Option(
+            "--database-url",
+            envvar="ASSAY_DATABASE_URL",
+            help="SQLAlchemy URL (default: sqlite:///assay.db).",
+        ),
+    ] = None,
+    api_keys_file: Annotated[
+        Path | None,
+        typer.Option(help="File with one API key per line (also $ASSAY_API_KEYS_FILE)."),
+    ] = None,
+    no_auth: Annotated[
+        bool, typer.Option("--no-auth", help="Accept requests without a key (local use only).")
+    ] = False,
+    max_in_flight: Annotated[
+        int, typer.Option(min=1, help="Detect requests handled at once; more get 429.")
+    ] = 64,
+    max_batch_items: Annotated[
+        int, typer.Option(min=1, help="Most items in one detect request; more get 413.")
+    ] = 100,
+    job_lease_seconds: Annotated[
+        float, typer.Option(min=0.1, help="Seconds before a dead worker's job is taken over.")
+    ] = 60.0,
+    log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
+) -> None:
+    """Run the HTTP API, the async job worker and the dashboard."""
+    from assay.server.serve import build_settings, run_server  # the server stack loads only here
+
+    with reported_errors({}):
+        settings = build_settings(
+            database_url=database_url,
+            api_keys_file=api_keys_file,
+            no_auth=no_auth,
+            max_in_flight=max_in_flight,
+            max_batch_items=max_batch_items,
+            job_lease_seconds=job_lease_seconds,
+        )
+        run_server(settings, host, port, log_level.lower())
