@@ -1,12 +1,13 @@
 """The fitted parameters of the offline OOD judge (`calibration.json`, written by `bench/ood.py`).
 
-Two logistic models over named features: `scope` (query vs profile) and `refusal` (reply).
+Two logistic models over named features: `scope` (query vs profile, `scope.py`) and `refusal`
+(reply, `refusal.py`). Each of those modules asks for its model by name with the feature list it
+computes, so a calibration fitted on other features is refused at load.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -16,15 +17,13 @@ from assay.judges.embedded.calibration import Logistic
 CALIBRATION_FILE = "calibration.json"
 
 
-@dataclass(frozen=True)
-class OODCalibration:
-    """scope: P(in scope) from scope features; refusal: P(refused) from reply features."""
+def parse_model(spec: dict[str, Any], name: str, expected: tuple[str, ...]) -> Logistic:
+    """The logistic model in `spec` (one entry of the calibration JSON).
 
-    scope: Logistic
-    refusal: Logistic
-
-
-def _logistic(spec: dict[str, Any], expected: tuple[str, ...], name: str) -> Logistic:
+    name: which model it is ("scope" or "refusal"), for the error message.
+    expected: the features the model must have been fitted on, in order.
+    Raises ValueError when they differ.
+    """
     features, mean, scale, weights = (
         tuple(spec[key]) for key in ("features", "mean", "scale", "weights")
     )
@@ -34,19 +33,14 @@ def _logistic(spec: dict[str, Any], expected: tuple[str, ...], name: str) -> Log
     return model
 
 
-def parse_calibration(data: dict[str, Any]) -> OODCalibration:
-    """Build the calibration from its JSON form, checking it matches the current features."""
-    from assay.metrics.ood.refusal import REFUSAL_FEATURES
-    from assay.metrics.ood.scope import SCOPE_FEATURES
-
-    return OODCalibration(
-        scope=_logistic(data["scope"], SCOPE_FEATURES, "scope"),
-        refusal=_logistic(data["refusal"], REFUSAL_FEATURES, "refusal"),
-    )
+@cache
+def _bundled() -> dict[str, Any]:
+    text = resources.files("assay.metrics.ood").joinpath(CALIBRATION_FILE).read_text("utf-8")
+    data: dict[str, Any] = json.loads(text)
+    return data
 
 
 @cache
-def load_calibration() -> OODCalibration:
-    """The bundled calibration (read once per process)."""
-    text = resources.files("assay.metrics.ood").joinpath(CALIBRATION_FILE).read_text("utf-8")
-    return parse_calibration(json.loads(text))
+def load_model(name: str, expected: tuple[str, ...]) -> Logistic:
+    """The bundled model `name`, checked against `expected` features (read once per process)."""
+    return parse_model(_bundled()[name], name, expected)

@@ -13,7 +13,7 @@ import math
 import re
 from collections.abc import Sequence
 
-from assay.metrics.ood.calibration import load_calibration
+from assay.metrics.ood.calibration import load_model
 from assay.metrics.ood.embedding import CachedEncoder, shared_encoder
 
 REFUSAL_FEATURES = (
@@ -159,7 +159,7 @@ def refusal_probabilities(
     replies: the replies to judge.
     encoder: embedding source (the shared MiniLM by default).
     """
-    model = load_calibration().refusal
+    model = load_model("refusal", REFUSAL_FEATURES)
     return [model.probability(values) for values in refusal_features(replies, encoder)]
 
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from assay.judges.embedded.encoder import Matrix
 from assay.metrics.ood.bank import bank_vectors
-from assay.metrics.ood.calibration import load_calibration
+from assay.metrics.ood.calibration import load_model
 from assay.metrics.ood.embedding import CachedEncoder, shared_encoder
 from assay.metrics.ood.profile import UseCaseProfile
 
@@ -77,5 +77,5 @@ def in_scope_probabilities(
 
 def scope_probabilities(features: Sequence[dict[str, float]]) -> list[float]:
     """Calibrated P(in scope) from features computed by `scope_features`."""
-    model = load_calibration().scope
+    model = load_model("scope", SCOPE_FEATURES)
     return [model.probability(values) for values in features]
