@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -527,6 +528,24 @@ def test_assay_base_url_env_wins_over_client_base_url(
     monkeypatch.setenv("CLIENT_BASE_URL", "http://127.0.0.1:9")
     stub_server.reply(CannedResponse(200, CANNED))
     assert Client(max_retries=0).inference.detect(body=[relevance_item()]) == CANNED
+
+
+def test_sync_remote_client_serves_several_threads_on_its_own_loop_until_closed(
+    stub_server: StubServer,
+) -> None:
+    stub_server.reply(CannedResponse(200, CANNED))
+    client = Client(base_url=stub_server.url)
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        answers = list(
+            pool.map(lambda _: client.inference.detect(body=[relevance_item()]), range(8))
+        )
+    assert answers == [CANNED] * 8 and len(stub_server.requests) == 8
+    assert [t for t in threading.enumerate() if t.name == "assay-client"]
+    client.close()
+    assert not [t for t in threading.enumerate() if t.name == "assay-client"]
+    # Closing is not final: a later call starts the loop thread again.
+    assert client.inference.detect(body=[relevance_item()]) == CANNED
+    client.close()
 
 
 async def test_async_client_remote_retries_then_succeeds(stub_server: StubServer) -> None:

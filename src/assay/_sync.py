@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
@@ -33,6 +35,20 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     context = contextvars.copy_context()
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="assay-sync") as pool:
         return pool.submit(context.run, asyncio.run, coro).result()
+
+
+def blocking(function: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, T]:
+    """A synchronous version of the async `function`, with its signature, run by `run_sync`."""
+
+    @functools.wraps(function)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+        return run_sync(function(*args, **kwargs))
+
+    wrapper.__doc__ = (
+        f"Synchronous `{function.__name__}` (safe to call whether or not an event loop is "
+        f"running).\n\n{function.__doc__ or ''}"
+    )
+    return wrapper
 
 
 class LoopThread:

@@ -7,8 +7,8 @@ server's `POST /v2/detect` and its answer comes back in the same shape.
 The sync `Client` is a facade over the async code: a remote call runs on the client's own event
 loop thread (so its connection pool outlives a call), an in-process one through `run_sync`.
 Retries follow the shared policy in `assay.retries`. The `APIError` family lives in
-`assay.transport` and is re-exported here; the `Detect` decorator and `detect()` are in
-`assay.decorator`, which builds on this module (`from assay import Detect` gives them).
+`assay.transport`, the `Detect` decorator and `detect()` in `assay.decorator`, which builds on
+this module; `from assay import ...` gives them all.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterable, Mapping
+from functools import cached_property
 from types import TracebackType
 from typing import Any, TypeAlias
 
@@ -25,36 +26,9 @@ from assay._sync import LoopThread, run_sync
 from assay.detectors.evaluate import check_encodable, detect_items, parse_items
 from assay.retries import GaveUp, RetryPolicy, retry
 from assay.schema import DetectRequestItem, RequestValidationError
-from assay.transport import (
-    APIConnectionError,
-    APIError,
-    APITimeoutError,
-    AuthenticationError,
-    BadRequestError,
-    InternalServerError,
-    NotFoundError,
-    PermissionDeniedError,
-    RateLimitError,
-    classify,
-    decoded_body,
-    status_error,
-    transport_error,
-)
+from assay.transport import APIError, classify, decoded_body, status_error, transport_error
 
-__all__ = [
-    "APIConnectionError",
-    "APIError",
-    "APITimeoutError",
-    "AsyncClient",
-    "AuthenticationError",
-    "BadRequestError",
-    "Client",
-    "DetectResponseItem",
-    "InternalServerError",
-    "NotFoundError",
-    "PermissionDeniedError",
-    "RateLimitError",
-]
+__all__ = ["AsyncClient", "Client", "DetectResponseItem"]
 
 logger = logging.getLogger(__name__)
 
@@ -138,15 +112,16 @@ def resolve_base_url(base_url: str | None) -> str | None:
 
 
 class _ClientBase:
-    """Settings and the in-process path shared by `Client` and `AsyncClient`."""
+    """Settings and the in-process and remote paths shared by `Client` and `AsyncClient` (see
+    `Client` for the arguments)."""
 
     def __init__(
         self,
-        auth_header: str | None,
-        base_url: str | None,
-        timeout: float,
-        max_retries: int,
-        judge: str | None,
+        auth_header: str | None = None,
+        base_url: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 2,
+        judge: str | None = None,
     ) -> None:
         if timeout <= 0:
             raise ValueError(f"timeout must be positive seconds, got {timeout!r}")
@@ -225,17 +200,13 @@ class Client(_ClientBase):
         `$ASSAY_JUDGE`, else "embedded").
     """
 
-    def __init__(
-        self,
-        auth_header: str | None = None,
-        base_url: str | None = None,
-        timeout: float = 60.0,
-        max_retries: int = 2,
-        judge: str | None = None,
-    ) -> None:
-        super().__init__(auth_header, base_url, timeout, max_retries, judge)
-        self._loop = LoopThread("assay-client")
-        self.inference = Inference(self)
+    @cached_property
+    def inference(self) -> Inference:
+        return Inference(self)
+
+    @cached_property
+    def _loop(self) -> LoopThread:
+        return LoopThread("assay-client")
 
     def _detect(self, body: DetectBody) -> list[DetectResponseItem]:
         items = _body_items(body)
@@ -268,16 +239,9 @@ class AsyncClient(_ClientBase):
     Use it as `async with AsyncClient(...) as client:` or call `await client.aclose()` when done.
     """
 
-    def __init__(
-        self,
-        auth_header: str | None = None,
-        base_url: str | None = None,
-        timeout: float = 60.0,
-        max_retries: int = 2,
-        judge: str | None = None,
-    ) -> None:
-        super().__init__(auth_header, base_url, timeout, max_retries, judge)
-        self.inference = AsyncInference(self)
+    @cached_property
+    def inference(self) -> AsyncInference:
+        return AsyncInference(self)
 
     async def _detect(self, body: DetectBody) -> list[DetectResponseItem]:
         items = _body_items(body)

@@ -15,22 +15,6 @@ import httpx
 from assay.retries import Retryable, retry_after_seconds
 from assay.schema import AssayError
 
-__all__ = [
-    "APIConnectionError",
-    "APIError",
-    "APITimeoutError",
-    "AuthenticationError",
-    "BadRequestError",
-    "InternalServerError",
-    "NotFoundError",
-    "PermissionDeniedError",
-    "RateLimitError",
-    "classify",
-    "decoded_body",
-    "status_error",
-    "transport_error",
-]
-
 # --- errors -------------------------------------------------------------------------------------
 
 

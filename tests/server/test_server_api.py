@@ -14,11 +14,11 @@ import httpx
 import pytest
 
 from assay import AsyncClient, Client
-from assay.client import AuthenticationError, BadRequestError
 from assay.detectors.evaluate import detect_items, parse_items
 from assay.judges import Judge, Question, Verdict, register_judge
 from assay.schema import JudgeFailure
 from assay.server import ServerSettings
+from assay.transport import AuthenticationError, BadRequestError
 from conftest import assert_relevance_contract
 
 from .conftest import (

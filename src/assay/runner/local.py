@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, is_dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from assay._sync import run_sync
+from assay._sync import blocking
 from assay.runner.checkpoint import (
     Checkpoint,
     checkpoint_path_for,
@@ -288,31 +288,5 @@ def write_summary(input_path: Path, output_path: Path, names: Sequence[str]) -> 
     return summary
 
 
-def run_file(
-    input_path: Path,
-    output_path: Path | None = None,
-    *,
-    scorer: RowScorer | None = None,
-    detectors: Sequence[str] | None = None,
-    explain: bool = False,
-    judge: str | None = None,
-    batch_size: int = DEFAULT_BATCH_SIZE,
-    options: RunOptions | None = None,
-    restart: bool = False,
-    on_progress: ProgressCallback | None = None,
-) -> RunSummary:
-    """Synchronous `run_file_async` (safe to call whether or not an event loop is running)."""
-    return run_sync(
-        run_file_async(
-            input_path,
-            output_path,
-            scorer=scorer,
-            detectors=detectors,
-            explain=explain,
-            judge=judge,
-            batch_size=batch_size,
-            options=options,
-            restart=restart,
-            on_progress=on_progress,
-        )
-    )
+#: `run_file_async` for synchronous callers.
+run_file = blocking(run_file_async)
