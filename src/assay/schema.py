@@ -195,7 +195,7 @@ class DetectorError(BaseModel):
     """Stands in for a result when a detector could not score an item (never a silent 0)."""
 
     error: Literal[True] = True
-    kind: str = Field(description="timeout, judge_error, unparseable, transport, ...")
+    kind: str = Field(description="timeout, rate_limited, transport, bad_output, judge_error, ...")
     message: str
 
 
@@ -213,7 +213,8 @@ class RequestValidationError(AssayError, ValueError):
 
 
 class JudgeFailure(AssayError):
-    """A judge backend failed to answer (timeout, transport, unparseable output)."""
+    """A judge backend failed to answer; `kind` is "timeout", "rate_limited", "transport" or
+    "bad_output" for an LLM call, "judge_error" for anything else."""
 
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(f"{kind}: {message}")

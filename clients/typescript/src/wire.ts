@@ -107,7 +107,7 @@ export interface DetectorResult {
 export interface DetectorError {
   error: true;
   /**
-   * timeout, judge_error, unparseable, transport, ...
+   * timeout, rate_limited, transport, bad_output, judge_error, ...
    */
   kind: string;
   message: string;
