@@ -124,6 +124,22 @@ def test_a_probe_shortfall_is_in_the_run_summary_and_on_the_terminal(
     assert f"rows got fewer probes than num_ood_queries: {warning}" in " ".join(done.stderr.split())
 
 
+def test_a_bad_llm_setting_fails_the_run_before_any_call(
+    chatbot: RunningChatbot, tmp_path: Path
+) -> None:
+    data, config = write_rows(tmp_path / "rows.jsonl"), write_config(tmp_path / "cfg.yaml", chatbot)
+    llm = {"ASSAY_LLM_BASE_URL": f"{chatbot.url}/v1", "ASSAY_LLM_MODEL": "m"}
+    done = subprocess.run(
+        [sys.executable, "-m", "assay.cli", "run", str(data), "--metric", "llm.ood_detection",
+         "--config", str(config), "--out", str(tmp_path / "out.jsonl")],
+        capture_output=True, text=True, timeout=300,
+        env={**os.environ, **llm, "ASSAY_LLM_TIMEOUT": "soon"},
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "ASSAY_LLM_TIMEOUT: expected float, got 'soon'" in done.stderr
+    assert chatbot.policy.queries == []  # nothing was asked
+
+
 def test_an_over_refusing_bot_scores_lower_through_assay_run(
     chatbot: RunningChatbot, tmp_path: Path
 ) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from assay.detectors import DETECTORS
+from assay.judges.openai.settings import configured_settings
 from assay.metrics.manifest import all_manifests
 from assay.metrics.ood import build_sut, parse_run_config, score_rows
 from assay.metrics.ood.config import OODMetricConfig
@@ -92,6 +93,7 @@ class MetricScorer:
     def check(self) -> None:
         check_metric_name(self.metric)
         _ = self.settings
+        configured_settings()  # a bad ASSAY_LLM_* value fails the run up front, named
 
     def check_input(self, path: Path) -> None:
         """Fail before any call when the file lacks a required column, naming them all."""
