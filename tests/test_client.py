@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import gc
 import inspect
 import json
 import logging
@@ -530,22 +531,41 @@ def test_assay_base_url_env_wins_over_client_base_url(
     assert Client(max_retries=0).inference.detect(body=[relevance_item()]) == CANNED
 
 
+def _client_threads() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if t.name == "assay-client"}
+
+
 def test_sync_remote_client_serves_several_threads_on_its_own_loop_until_closed(
     stub_server: StubServer,
 ) -> None:
     stub_server.reply(CannedResponse(200, CANNED))
+    before = _client_threads()
     client = Client(base_url=stub_server.url)
     with ThreadPoolExecutor(max_workers=4) as pool:
         answers = list(
             pool.map(lambda _: client.inference.detect(body=[relevance_item()]), range(8))
         )
     assert answers == [CANNED] * 8 and len(stub_server.requests) == 8
-    assert [t for t in threading.enumerate() if t.name == "assay-client"]
+    [own] = _client_threads() - before  # one loop thread serves every calling thread
     client.close()
-    assert not [t for t in threading.enumerate() if t.name == "assay-client"]
+    assert not own.is_alive()
     # Closing is not final: a later call starts the loop thread again.
     assert client.inference.detect(body=[relevance_item()]) == CANNED
     client.close()
+
+
+def test_a_sync_client_never_closed_leaves_no_thread_once_collected(
+    stub_server: StubServer,
+) -> None:
+    stub_server.reply(CannedResponse(200, CANNED))
+    before = _client_threads()
+    client = Client(base_url=stub_server.url)
+    assert client.inference.detect(body=[relevance_item()]) == CANNED
+    [own] = _client_threads() - before
+    del client
+    gc.collect()
+    own.join(timeout=30)
+    assert not own.is_alive()
 
 
 async def test_async_client_remote_retries_then_succeeds(stub_server: StubServer) -> None:

@@ -6,6 +6,7 @@ import asyncio
 import contextvars
 import functools
 import threading
+import weakref
 from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ParamSpec, TypeVar
@@ -55,7 +56,9 @@ class LoopThread:
     """An event loop of its own on a daemon thread, for a sync facade over async code whose state
     belongs to one loop (an `httpx.AsyncClient`'s connection pool): `asyncio.run` per call would
     give every call a new loop and strand that state. Started on first use; safe to share
-    between threads, whose calls then run concurrently on the one loop.
+    between threads, whose calls then run concurrently on the one loop. The thread ends on
+    `close()`, or when this object is garbage-collected, so an owner that is never closed does
+    not leave a thread behind.
 
     name: the thread's name (shows in stack dumps).
     """
@@ -65,6 +68,7 @@ class LoopThread:
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
+        self._stop: weakref.finalize[Any, Any] | None = None
 
     @property
     def started(self) -> bool:
@@ -82,21 +86,30 @@ class LoopThread:
             raise
 
     def close(self) -> None:
-        """Stop the loop and its thread; a later `run` starts a new one."""
+        """Stop the loop and wait for its thread; a later `run` starts a new one."""
         with self._lock:
-            loop, thread = self._loop, self._thread
-            self._loop = self._thread = None
-        if loop is None or thread is None:
+            thread, stop = self._thread, self._stop
+            self._loop = self._thread = self._stop = None
+        if thread is None or stop is None:
             return
-        loop.call_soon_threadsafe(loop.stop)
+        stop()
         thread.join()
-        loop.close()
 
     def _running_loop(self) -> asyncio.AbstractEventLoop:
         with self._lock:
             if self._loop is None:
                 loop = asyncio.new_event_loop()
-                thread = threading.Thread(target=loop.run_forever, name=self._name, daemon=True)
+                thread = threading.Thread(target=_serve, args=(loop,), name=self._name, daemon=True)
                 thread.start()
+                # Holds the loop, not this object, so collecting this object can stop it.
+                self._stop = weakref.finalize(self, loop.call_soon_threadsafe, loop.stop)
                 self._loop, self._thread = loop, thread
             return self._loop
+
+
+def _serve(loop: asyncio.AbstractEventLoop) -> None:
+    """A `LoopThread`'s thread: run `loop` until it is stopped, then close it."""
+    try:
+        loop.run_forever()
+    finally:
+        loop.close()
