@@ -29,8 +29,37 @@ def add_detections(
 
     results: detector name -> the wire result, or the error object for a failed detector.
     """
+    add_result_rows(
+        session,
+        StoredText(item.user_query, item.generated_text, item.context_documents()),
+        item.application_name or "",
+        item.model_name or "",
+        results,
+        request_id,
+        job_id,
+    )
+
+
+@dataclass(frozen=True)
+class StoredText:
+    """The text a detection was made on."""
+
+    user_query: str | None
+    generated_text: str
+    context: list[str]
+
+
+def add_result_rows(
+    session: Session,
+    text: StoredText,
+    application: str,
+    model: str,
+    results: Mapping[str, Any],
+    request_id: str,
+    job_id: str | None = None,
+) -> None:
+    """Add one detection per detector (and one row per instruction verdict) to `session`."""
     now = utcnow()
-    application, model = item.application_name or "", item.model_name or ""
     for detector, result in results.items():
         failed = bool(result.get("error"))
         detection = Detection(
@@ -41,9 +70,9 @@ def add_detections(
             created_at=now,
             score=None if failed else float(result["score"]),
             error=str(result.get("message", "failed")) if failed else None,
-            user_query=item.user_query,
-            generated_text=item.generated_text,
-            context=item.context_documents(),
+            user_query=text.user_query,
+            generated_text=text.generated_text,
+            context=text.context,
             result=dict(result),
             job_id=job_id,
         )
@@ -104,6 +133,16 @@ def applications(session: Session, only: Collection[str] | None = None) -> list[
     for summary in summaries.values():
         summary.models.sort()
     return [summaries[name] for name in sorted(summaries)]
+
+
+def stored_request_ids(session: Session, request_ids: Collection[str]) -> set[str]:
+    """Which of `request_ids` already have detections."""
+    if not request_ids:
+        return set()
+    rows = session.execute(
+        select(Detection.request_id).where(Detection.request_id.in_(sorted(request_ids))).distinct()
+    ).scalars()
+    return set(rows)
 
 
 def application_exists(session: Session, name: str) -> bool:
