@@ -19,7 +19,7 @@ from assay.cli.options import (
     JsonOutput,
     JudgeName,
     LLMOptions,
-    NoCache,
+    UseCache,
     apply_llm_options,
 )
 from assay.detectors import DETECTORS
@@ -59,7 +59,7 @@ def detect_command(
     explain: Explain = True,
     as_json: JsonOutput = False,
     judge: JudgeName = None,
-    no_cache: NoCache = False,
+    cache: UseCache = True,
     dry_run: DryRun = False,
     llm: LLMOptions = None,
     cascade_band: CascadeBand = None,
@@ -69,7 +69,7 @@ def detect_command(
     With --json, the response item exactly as the API returns it.
     """
     with reported_errors(_DETECT_OPTIONS):
-        apply_llm_options(no_cache, llm, cascade_band)
+        apply_llm_options(not cache, llm, cascade_band)
         if detector:
             check_detector_names(detector)
         if judge is not None:

@@ -53,9 +53,12 @@ AllowErrors = Annotated[
 JsonOutput = Annotated[
     bool, typer.Option("--json/--no-json", help="Print JSON on stdout instead of tables.")
 ]
-NoCache = Annotated[
+UseCache = Annotated[
     bool,
-    typer.Option("--no-cache/--cache", help="LLM judge: neither read nor write the call cache."),
+    typer.Option(
+        "--cache/--no-cache",
+        help="LLM judge: read and write the call cache; off, it does neither.",
+    ),
 ]
 DryRun = Annotated[
     bool,

@@ -36,7 +36,7 @@ from assay.cli.options import (
     JudgeName,
     Junit,
     LLMOptions,
-    NoCache,
+    UseCache,
     apply_llm_options,
 )
 from assay.cli.publishing import PUBLISH_OPTIONS, ClientPublisher, build_publisher
@@ -223,7 +223,7 @@ def run_command(
         typer.Option("--model-name", metavar="NAME", help="Model to publish under."),
     ] = None,
     as_json: JsonOutput = False,
-    no_cache: NoCache = False,
+    cache: UseCache = True,
     dry_run: DryRun = False,
     llm: LLMOptions = None,
     cascade_band: CascadeBand = None,
@@ -235,7 +235,7 @@ def run_command(
     3 rows errored (unless --allow-errors).
     """
     with reported_errors(_RUN_OPTIONS):
-        apply_llm_options(no_cache, llm, cascade_band)
+        apply_llm_options(not cache, llm, cascade_band)
         scorer = _run_scorer(detector, metric, config, explain, judge, column)
         if stream_batch_size is None:
             stream_batch_size = _manifest_stream_batch_size(metric)

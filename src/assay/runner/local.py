@@ -299,6 +299,7 @@ async def drive_run(
     if checkpoint is not None and control.on_resume is not None:
         control.on_resume(checkpoint.rows_done)
     checkpoint = checkpoint or Checkpoint(this_run)
+    output_path.parent.mkdir(parents=True, exist_ok=True)
     # Saved before the output is opened: a run killed in between leaves a checkpoint to resume,
     # never an output file that looks finished.
     save_checkpoint(checkpoint_path, checkpoint)

@@ -91,10 +91,15 @@ def add_result_rows(
 
 @dataclass
 class ApplicationSummary:
-    """An application with its models, detection count and last activity."""
+    """An application with its models, item and detection counts and last activity.
+
+    items: scored items (one request item or published row, whatever its detectors);
+    detections: one per detector of each item.
+    """
 
     name: str
     models: list[str] = field(default_factory=list)
+    items: int = 0
     detections: int = 0
     last_detection_at: datetime | None = None
     mean_scores: dict[str, float] = field(default_factory=dict)
@@ -110,6 +115,7 @@ def applications(session: Session, only: Collection[str] | None = None) -> list[
         Detection.application_name,
         Detection.model_name,
         func.count(),
+        func.count(func.distinct(Detection.request_id)),
         func.max(Detection.created_at),
     )
     means = select(Detection.application_name, Detection.detector, func.avg(Detection.score))
@@ -117,10 +123,11 @@ def applications(session: Session, only: Collection[str] | None = None) -> list[
         counts = counts.where(Detection.application_name.in_(sorted(only)))
         means = means.where(Detection.application_name.in_(sorted(only)))
     rows = session.execute(counts.group_by(Detection.application_name, Detection.model_name)).all()
-    for name, model, count, last in rows:
+    for name, model, count, items, last in rows:
         summary = summaries.setdefault(name, ApplicationSummary(name))
         summary.models.append(model)
         summary.detections += int(count)
+        summary.items += int(items)
         if summary.last_detection_at is None or last > summary.last_detection_at:
             summary.last_detection_at = last
     averages = session.execute(
