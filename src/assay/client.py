@@ -45,7 +45,14 @@ from assay.resources import (
 from assay.responses import DetectResponse, DetectResponseItem, Job
 from assay.retries import GaveUp, RetryPolicy, retry
 from assay.schema import AssayError, DetectorFailed, DetectRequestItem, RequestValidationError
-from assay.transport import APIError, NotFoundError, classify, status_error, transport_error
+from assay.transport import (
+    APIError,
+    NotFoundError,
+    classify,
+    decoded_body,
+    status_error,
+    transport_error,
+)
 
 __all__ = [
     "AsyncClient",
@@ -231,14 +238,8 @@ class _ClientBase:
                 raise transport_error(failure) from None
             if not response.is_success:
                 raise status_error(response)
-            try:
-                return response.json()
-            except ValueError:
-                raise APIError(
-                    "the server's answer is not JSON",
-                    status_code=response.status_code,
-                    body=response.text[:500],
-                ) from None
+            # JSON, else the text: each caller checks the shape it expects and says so.
+            return decoded_body(response)
 
         policy = RetryPolicy(attempts=self.max_retries + 1)
         try:

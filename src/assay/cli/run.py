@@ -53,6 +53,7 @@ from assay.runner.local import (
 )
 from assay.runner.metric_rows import MetricScorer, check_metric_name, read_config_text
 from assay.runner.output import iter_output_lines
+from assay.runner.publish import PUBLISH_BATCH_SIZE
 from assay.runner.ray_engine import run_file_ray_async
 from assay.runner.retry import retry_failed_async
 from assay.runner.rows import DetectorScorer
@@ -222,6 +223,14 @@ def run_command(
         str | None,
         typer.Option("--model-name", metavar="NAME", help="Model to publish under."),
     ] = None,
+    publish_batch_size: Annotated[
+        int,
+        typer.Option(
+            "--publish-batch-size",
+            min=1,
+            help="Rows per publish request (at most the server's --max-batch-items).",
+        ),
+    ] = PUBLISH_BATCH_SIZE,
     as_json: JsonOutput = False,
     cache: UseCache = True,
     dry_run: DryRun = False,
@@ -263,6 +272,7 @@ def run_command(
             overwrite=overwrite or restart,
             on_resume=lambda done: note(_resume_message(done, total, output)),
             publisher=publisher,
+            publish_batch_size=publish_batch_size,
         )
         summary = _score(
             file, output, scorer, options, control, (retry_failed, engine, address, total)

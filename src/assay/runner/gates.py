@@ -134,10 +134,11 @@ def fail_under_gates(
         elif gate.gated_mean < threshold - _TOLERANCE:
             failure = f"{name}: mean score {gate.mean:.4f} is below {flag} threshold {threshold:g}"
             if gate.rows_unscored:
+                missed = f"{gate.rows_unscored} row" + ("s" if gate.rows_unscored != 1 else "")
                 failure = (
                     f"{name}: mean score {gate.mean:.4f} over {gate.rows_scored} scored rows is "
-                    f"{gate.gated_mean:.4f} counting the {gate.rows_unscored} rows it could not "
-                    f"score as failures, below {flag} threshold {threshold:g}"
+                    f"{gate.gated_mean:.4f} counting the {missed} it could not score as "
+                    f"failures, below {flag} threshold {threshold:g}"
                 )
         cases.append(GateCase(label, failure))
     return cases

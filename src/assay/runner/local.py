@@ -32,7 +32,12 @@ from assay.runner.checkpoint import (
 )
 from assay.runner.io import Row, check_readable, read_rows
 from assay.runner.output import check_output_path, iter_output_lines
-from assay.runner.publish import PublishCounts, Publisher, publish_output
+from assay.runner.publish import (
+    PUBLISH_BATCH_SIZE,
+    PublishCounts,
+    Publisher,
+    publish_output,
+)
 from assay.runner.rows import TIMEOUT, DetectorScorer, error_line
 from assay.runner.summary import RunSummary
 from assay.runner.writers import Line, writer_for
@@ -202,6 +207,7 @@ class RunControl:
     on_resume: called once with the rows already done, when an unfinished run is resumed.
     publisher: send the results to a server once the output is complete (`runner.publish`).
     on_publish_progress: called with the output rows published so far.
+    publish_batch_size: rows per publish request.
     """
 
     overwrite: bool = False
@@ -209,6 +215,7 @@ class RunControl:
     on_resume: ProgressCallback | None = None
     publisher: Publisher | None = None
     on_publish_progress: ProgressCallback | None = None
+    publish_batch_size: int = PUBLISH_BATCH_SIZE
     published: PublishCounts | None = field(default=None, init=False)
 
 
@@ -312,6 +319,7 @@ async def drive_run(
             lambda state: save_checkpoint(checkpoint_path, state),
             control.publisher,
             control.on_publish_progress,
+            control.publish_batch_size,
         )
     summary = write_summary(input_path, output_path, scorer.score_names, this_run)
     remove_checkpoint(checkpoint_path)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from assay.detectors import DETECTORS
@@ -214,6 +215,18 @@ class RunSummary:
             and self.rows_failed == self.rows
             and all(kind == "invalid_row" for kind in self.failures_by_kind)
         )
+
+    def to_pandas(self) -> Any:
+        """The run's output as a `pandas.DataFrame`, one row per input row: `row`, `id`, the
+        scored text, passed-through columns, `error`, and per scorer `<name>.score`,
+        `<name>.error` and `<name>.<check>` (instruction probabilities). Needs pandas
+        (`pip install 'assay[pandas]'`)."""
+        from assay.frames import lines_frame
+        from assay.runner.output import iter_output_lines
+
+        if self.output_path is None:
+            raise ValueError("this summary was not made from an output file")
+        return lines_frame(iter_output_lines(Path(self.output_path)))
 
     def add_lines(self, lines: Iterable[Mapping[str, Any]]) -> None:
         for line in lines:
