@@ -249,9 +249,6 @@ def run_command(
         if stream_batch_size is None:
             stream_batch_size = _manifest_stream_batch_size(metric)
         options = RunOptions(batch_size, stream_batch_size, workers, row_timeout)
-        # Checked up front too, so an unusable run fails before a progress bar is drawn.
-        output = prepare_run(file, out, scorer, options)
-        thresholds = gates.parse_fail_under(fail_under or [], known=scorer.score_names)
         publisher = None
         if publish and retry_failed:
             raise RequestValidationError("publish", "does not apply with --retry-failed")
@@ -260,6 +257,9 @@ def run_command(
             publisher = build_publisher(
                 base_url, api_key, application_name, model_name, detector_run
             )
+        # Checked up front too, so an unusable run fails before a progress bar is drawn.
+        output = prepare_run(file, out, scorer, options)
+        thresholds = gates.parse_fail_under(fail_under or [], known=scorer.score_names)
         if dry_run:
             if not isinstance(scorer, DetectorScorer):
                 raise RequestValidationError("dry_run", "estimates LLM calls of detector runs only")

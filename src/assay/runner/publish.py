@@ -23,6 +23,7 @@ from assay.detectors import DETECTORS
 from assay.runner.checkpoint import Checkpoint
 from assay.runner.output import iter_output_lines
 from assay.runner.rows import TEXT_FIELDS
+from assay.schema import AssayError
 
 #: Rows per publish request (the server's default limit per request is 100 items).
 PUBLISH_BATCH_SIZE = 100
@@ -38,6 +39,11 @@ class Publisher(Protocol):
 
     async def send(self, run_id: str, items: Sequence[Mapping[str, Any]]) -> None:
         """Store one batch of items on the server; raise when it could not."""
+
+
+class PublishFailed(AssayError):
+    """Sending a batch failed (after the sender's own retries). What was sent before stays
+    sent, and the checkpoint says so: the same command run again continues from there."""
 
 
 @dataclass
@@ -114,7 +120,14 @@ async def publish_output(
     lines = iter_output_lines(output_path)
     for last_row, items in _batches(lines, checkpoint.rows_published, batch_size, counts):
         if items:
-            await publisher.send(checkpoint.run_id, items)
+            try:
+                await publisher.send(checkpoint.run_id, items)
+            except Exception as error:
+                raise PublishFailed(
+                    f"publishing stopped after output row {checkpoint.rows_published} "
+                    f"({counts.sent} rows sent this time): {error}; run the same command again "
+                    "to continue from there"
+                ) from error
             counts.sent += len(items)
         checkpoint.rows_published = last_row
         save(checkpoint)
