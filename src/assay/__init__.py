@@ -50,8 +50,6 @@ _TRANSPORT_NAMES = (
     "AuthenticationError",
     "BadRequestError",
     "InternalServerError",
-    "Job",
-    "JobWaitTimeout",
     "NotFoundError",
     "PermissionDeniedError",
     "RateLimitError",

@@ -1,21 +1,19 @@
-"""Writing published detections and the read queries behind the API and the dashboard."""
+"""Writing published detections and the read queries behind the API (the dashboard's own
+queries are in `views.py`)."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import case, func, select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
 from assay.schema import DetectRequestItem
 from assay.store.models import Detection, InstructionOutcome, utcnow
-
-#: Time buckets the metrics endpoint accepts, with their width.
-BUCKETS = {"minute": timedelta(minutes=1), "hour": timedelta(hours=1), "day": timedelta(days=1)}
 
 
 def add_detections(
@@ -170,17 +168,6 @@ def model_names(session: Session, application: str) -> list[str]:
     return list(rows)
 
 
-def time_span(session: Session, application: str) -> tuple[datetime, datetime]:
-    """When the application's first and last detections were stored (now, now if none)."""
-    first, last = session.execute(
-        select(func.min(Detection.created_at), func.max(Detection.created_at)).where(
-            Detection.application_name == application
-        )
-    ).one()
-    now = utcnow()
-    return (first or now, last or now)
-
-
 def _filtered(
     query: Any,
     application: str,
@@ -270,46 +257,6 @@ def score_series(
         ]
         for name, by_bucket in sorted(sums.items())
     }
-
-
-def scores_by_detector(session: Session, application: str) -> dict[str, list[float]]:
-    """Every score of the application, per detector (for the distribution charts)."""
-    rows = session.execute(
-        select(Detection.detector, Detection.score).where(
-            Detection.application_name == application, Detection.score.is_not(None)
-        )
-    ).all()
-    scores: dict[str, list[float]] = defaultdict(list)
-    for name, score in rows:
-        if score is not None:
-            scores[name].append(float(score))
-    return dict(sorted(scores.items()))
-
-
-@dataclass(frozen=True)
-class InstructionFailures:
-    """How often one instruction was not followed."""
-
-    detector: str
-    instruction: str
-    failed: int
-    total: int
-
-    @property
-    def failure_rate(self) -> float:
-        return self.failed / self.total if self.total else 0.0
-
-
-def instruction_failures(session: Session, application: str) -> list[InstructionFailures]:
-    """Each instruction's failure count, the most failed first."""
-    failed = func.sum(case((InstructionOutcome.label.is_(False), 1), else_=0))
-    rows = session.execute(
-        select(InstructionOutcome.detector, InstructionOutcome.instruction, failed, func.count())
-        .where(InstructionOutcome.application_name == application)
-        .group_by(InstructionOutcome.detector, InstructionOutcome.instruction)
-    ).all()
-    stats = [InstructionFailures(d, i, int(f or 0), int(t)) for d, i, f, t in rows]
-    return sorted(stats, key=lambda s: (-s.failure_rate, -s.failed, s.detector, s.instruction))
 
 
 def detection_json(detection: Detection) -> dict[str, Any]:
