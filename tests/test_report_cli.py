@@ -157,23 +157,12 @@ def test_fail_under_exits_1_with_the_reason_and_junit_lists_every_row(
         "--junit",
         str(junit),
     )
-    passing = assay(
-        "report",
-        str(scored),
-        "--html",
-        str(tmp_path / "r.html"),
-        "--fail-under",
-        f"output_relevance={gated_mean - 0.05:.2f}",
-        "--allow-errors",
-    )
-    unallowed = assay(
-        "report",
-        str(scored),
-        "--html",
-        str(tmp_path / "r.html"),
-        "--fail-under",
-        f"output_relevance={gated_mean - 0.05:.2f}",
-    )
+    below_the_mean = [
+        *("report", str(scored), "--html", str(tmp_path / "r.html")),
+        *("--fail-under", f"output_relevance={gated_mean - 0.05:.2f}"),
+    ]
+    passing = assay(*below_the_mean, "--allow-errors")
+    unallowed = assay(*below_the_mean)
 
     assert failing.returncode == 1
     assert "Traceback" not in failing.stderr

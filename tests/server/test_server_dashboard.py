@@ -173,12 +173,18 @@ def test_charts_have_axes_with_units_and_the_trend_follows_the_datas_span(
     assert label.text_content() == "time (UTC), one point per hour"
 
 
+def two_models(server: LiveServer, a: int, b: int, step: timedelta) -> None:
+    """`a` items of model-a that follow everything, then `b` of model-b that follow little,
+    `step` apart from 2026-03-01 12:00 UTC."""
+    publish(server, "model-a", [item(n, 4, 8) for n in range(1, a + 1)])
+    publish(server, "model-b", [item(n, 1, 2) for n in range(a + 1, a + b + 1)])
+    spread(server, datetime(2026, 3, 1, 12, 0, 0), step)
+
+
 def test_filters_narrow_items_charts_and_counts(
     live_server: LiveServer, browser_page: Page
 ) -> None:
-    publish(live_server, "model-a", [item(n, 4, 8) for n in range(1, 5)])
-    publish(live_server, "model-b", [item(n, 1, 2) for n in range(5, 8)])
-    spread(live_server, datetime(2026, 3, 1, 12, 0, 0), timedelta(minutes=10))
+    two_models(live_server, 4, 3, timedelta(minutes=10))
     page = browser_page
     page.goto(live_server.url + "/applications/shop")
     assert page.locator("#items tr.item").count() == 7
@@ -210,9 +216,7 @@ def test_filters_narrow_items_charts_and_counts(
 def test_items_are_paged_and_pages_keep_the_filters(
     live_server: LiveServer, browser_page: Page
 ) -> None:
-    publish(live_server, "model-a", [item(n, 4, 8) for n in range(1, 31)])
-    publish(live_server, "model-b", [item(n, 4, 8) for n in range(31, 33)])
-    spread(live_server, datetime(2026, 3, 1, 12, 0, 0), timedelta(seconds=30))
+    two_models(live_server, 30, 2, timedelta(seconds=30))
     page = browser_page
 
     page.goto(live_server.url + "/applications/shop?model=model-a")
