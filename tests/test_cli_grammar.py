@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import typer
@@ -157,3 +158,24 @@ def test_serve_without_keys_is_one_line_without_an_exception_name(
     lines = completed.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: no API keys configured")
     assert "ValueError" not in completed.stderr and "Traceback" not in completed.stderr
+
+
+def test_run_and_report_call_a_detector_or_metric_a_scorer(tmp_path: Path) -> None:
+    data = tmp_path / "rows.jsonl"
+    data.write_text(
+        json.dumps({"user_query": "Who wrote Hamlet?", "generated_text": "Shakespeare."}) + "\n",
+        encoding="utf-8",
+    )
+    env = {"COLUMNS": "100"}
+
+    run = runner.invoke(app, ["run", str(data), "--no-explain"], env=env)
+    report = runner.invoke(app, ["report", str(tmp_path / "rows.scored.jsonl")], env=env)
+
+    assert run.exit_code == 0, run.output
+    assert report.exit_code == 0, report.output
+    for output in (run.stdout, report.stdout):
+        headers = [line for line in output.splitlines() if "┃" in line]
+        assert any(" scorer " in line for line in headers), output
+        assert not any("detector" in line for line in headers)
+    page = (tmp_path / "rows.scored.report.html").read_text(encoding="utf-8")
+    assert "<th>scorer</th>" in page and "detector / metric" not in page

@@ -71,7 +71,7 @@ def test_fail_under_rejects_repeats_and_names_outside_the_known_list() -> None:
         parse_fail_under(["completeness=0.5", "completeness=0.6"])
     with pytest.raises(RequestValidationError) as caught:
         parse_fail_under(["relevance=0.5"], known=["output_relevance", "completeness"])
-    assert "unknown detector or metric 'relevance'" in caught.value.message
+    assert "unknown scorer 'relevance'" in caught.value.message
     assert "known: completeness, output_relevance" in caught.value.message
 
 

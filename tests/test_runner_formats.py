@@ -275,7 +275,7 @@ def test_run_gates_exit_1_below_threshold_and_write_junit(tmp_path: Path) -> Non
     assert passing.returncode == 0, passing.stderr
     assert failing.returncode == 1
     assert "output_relevance: mean score" in failing.stderr and "below" in failing.stderr
-    assert bad.returncode == 2 and "unknown detector or metric 'toxicity'" in bad.stderr
+    assert bad.returncode == 2 and "unknown scorer 'toxicity'" in bad.stderr
     suite = junit.read_text()
     # A case per row and one for the gate, which is the one failure: the file and the exit
     # code agree.

@@ -40,6 +40,7 @@ def test_ray_engine_gives_the_local_engines_records_and_summary(tmp_path: Path) 
             "8",
             "--out",
             str(ray_out),
+            "--allow-errors",  # the unusable row is expected
         ],
         capture_output=True,
         text=True,

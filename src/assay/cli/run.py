@@ -270,6 +270,7 @@ def run_command(
         total = count_rows(file)
         control = RunControl(
             overwrite=overwrite or restart,
+            keep_finished=True,
             on_resume=lambda done: note(_resume_message(done, total, output)),
             publisher=publisher,
             publish_batch_size=publish_batch_size,

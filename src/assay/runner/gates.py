@@ -65,7 +65,7 @@ def parse_fail_under(
             )
         if allowed is not None and name not in allowed:
             raise RequestValidationError(
-                flag, f"{spec!r}: unknown detector or metric {name!r}; known: {', '.join(allowed)}"
+                flag, f"{spec!r}: unknown scorer {name!r}; known: {', '.join(allowed)}"
             )
         if name in thresholds:
             raise RequestValidationError(flag, f"{name!r} is given twice")

@@ -200,9 +200,10 @@ class RunControl:
     """How a run starts and what it does besides scoring (none of it changes a row's scores).
 
     overwrite: start over: drop an unfinished run's checkpoint and replace a finished output.
-        Without it a finished output is never replaced: when it holds this very run (same
-        input, options and publishing target) the run is already complete and its summary is
-        returned; otherwise the run stops with an error saying so.
+    keep_finished: never replace a finished output without `overwrite` (what `assay run`
+        does): when it holds this very run (same input, options and publishing target) the run
+        is already complete and its summary is returned (`already_complete`); another run stops
+        with an error saying so. Off, a finished output is scored again and replaced.
     on_progress: called with the number of rows done so far (resumed rows included).
     on_resume: called once with the rows already done, when an unfinished run is resumed.
     publisher: send the results to a server once the output is complete (`runner.publish`).
@@ -211,6 +212,7 @@ class RunControl:
     """
 
     overwrite: bool = False
+    keep_finished: bool = False
     on_progress: ProgressCallback | None = None
     on_resume: ProgressCallback | None = None
     publisher: Publisher | None = None
@@ -242,15 +244,15 @@ async def run_file_async(
     detectors / explain / judge: shorthand for the default scorer (see `DetectorScorer`).
     batch_size: rows per judge call, when `options` is not given.
     options: batch sizes, workers, row timeout (see `RunOptions`).
-    restart: start over (`RunControl.overwrite`).
+    restart: start over, ignoring an unfinished run's checkpoint (`RunControl.overwrite`).
     on_progress: called with the number of rows done so far.
     control: everything else about how the run goes (see `RunControl`); `restart` and
-        `on_progress` are shorthand for its first two fields.
+        `on_progress` are shorthand for two of its fields.
 
     Raises RequestValidationError (before writing anything) when the input is unusable: missing
     file, unknown extension, unknown detector or judge, output path equal to the input, a
-    checkpoint from a run with other input or options, or a finished output of another run
-    (without `restart`).
+    checkpoint from a run with other input or options, or (with `RunControl.keep_finished`) a
+    finished output of another run.
     """
     scorer = scorer or DetectorScorer(tuple(detectors) if detectors else None, explain, judge)
     options = options or RunOptions(batch_size=batch_size)
@@ -293,7 +295,7 @@ async def drive_run(
         remove_checkpoint(checkpoint_path)
     this_run = run_fingerprint(input_path, scorer, control)
     checkpoint = load_checkpoint(checkpoint_path, this_run)
-    if checkpoint is None and output_path.exists() and not control.overwrite:
+    if checkpoint is None and output_path.exists() and control.keep_finished:
         if finished_fingerprint(output_path) == this_run:
             summary = write_summary(input_path, output_path, scorer.score_names, this_run)
             summary.already_complete = True
