@@ -295,7 +295,8 @@ async def drive_run(
         remove_checkpoint(checkpoint_path)
     this_run = run_fingerprint(input_path, scorer, control)
     checkpoint = load_checkpoint(checkpoint_path, this_run)
-    if checkpoint is None and output_path.exists() and control.keep_finished:
+    keep = control.keep_finished and not control.overwrite
+    if checkpoint is None and output_path.exists() and keep:
         if finished_fingerprint(output_path) == this_run:
             summary = write_summary(input_path, output_path, scorer.score_names, this_run)
             summary.already_complete = True
