@@ -42,9 +42,9 @@ from assay.resources import (
     Inference,
     Jobs,
 )
-from assay.responses import DetectResponse, DetectResponseItem, Job
+from assay.responses import DetectResponse, DetectResponseItem, Job, JobWaitTimeout
 from assay.retries import GaveUp, RetryPolicy, retry
-from assay.schema import AssayError, DetectorFailed, DetectRequestItem, RequestValidationError
+from assay.schema import DetectorFailed, DetectRequestItem, RequestValidationError
 from assay.transport import (
     APIError,
     NotFoundError,
@@ -76,17 +76,6 @@ T = TypeVar("T")
 RequestItem: TypeAlias = Mapping[str, Any] | DetectRequestItem
 #: A request body: one item, or an iterable of items.
 DetectBody: TypeAlias = RequestItem | Iterable[RequestItem]
-
-
-class JobWaitTimeout(AssayError, TimeoutError):
-    """`jobs.wait` gave up: the job was still queued or running when its time ran out.
-
-    job: the job as last seen.
-    """
-
-    def __init__(self, job: Job, timeout: float) -> None:
-        super().__init__(f"job {job.get('id')!r} is still {job.get('state')} after {timeout:g} s")
-        self.job = job
 
 
 # --- responses ----------------------------------------------------------------------------------

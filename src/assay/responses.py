@@ -10,8 +10,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from assay.frames import require_pandas, result_columns
+from assay.schema import AssayError
 
-__all__ = ["DetectResponse", "DetectResponseItem", "Job", "short_result"]
+__all__ = ["DetectResponse", "DetectResponseItem", "Job", "JobWaitTimeout", "short_result"]
 
 #: How many items a `DetectResponse` names in its repr before "… and N more".
 _REPR_ITEMS = 3
@@ -97,3 +98,14 @@ class Job(_AttributeDict):
         shown = f", result={result!r}" if result is not None else ""
         error = f", error={self['error']!r}" if self.get("error") else ""
         return f"Job(id={self.get('id')!r}, state={self.get('state')!r}{shown}{error})"
+
+
+class JobWaitTimeout(AssayError, TimeoutError):
+    """`jobs.wait` gave up: the job was still queued or running when its time ran out.
+
+    job: the job as last seen.
+    """
+
+    def __init__(self, job: Job, timeout: float) -> None:
+        super().__init__(f"job {job.get('id')!r} is still {job.get('state')} after {timeout:g} s")
+        self.job = job

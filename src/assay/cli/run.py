@@ -40,6 +40,7 @@ from assay.cli.options import (
     apply_llm_options,
 )
 from assay.cli.publishing import PUBLISH_OPTIONS, ClientPublisher, build_publisher
+from assay.cli.scorers import manifest_stream_batch_size, run_scorer
 from assay.cli.summaries import print_published, print_run_summary
 from assay.runner import gates
 from assay.runner.io import count_rows
@@ -51,7 +52,7 @@ from assay.runner.local import (
     prepare_run,
     run_file_async,
 )
-from assay.runner.metric_rows import MetricScorer, check_metric_name, read_config_text
+from assay.runner.metric_rows import MetricScorer
 from assay.runner.output import iter_output_lines
 from assay.runner.publish import PUBLISH_BATCH_SIZE
 from assay.runner.ray_engine import run_file_ray_async
@@ -245,9 +246,9 @@ def run_command(
     """
     with reported_errors(_RUN_OPTIONS):
         apply_llm_options(not cache, llm, cascade_band)
-        scorer = _run_scorer(detector, metric, config, explain, judge, column)
+        scorer = run_scorer(detector, metric, config, explain, judge, column)
         if stream_batch_size is None:
-            stream_batch_size = _manifest_stream_batch_size(metric)
+            stream_batch_size = manifest_stream_batch_size(metric)
         options = RunOptions(batch_size, stream_batch_size, workers, row_timeout)
         publisher = None
         if publish and retry_failed:
@@ -382,45 +383,3 @@ def _gates_json(cases: list[gates.GateCase]) -> list[dict[str, object]]:
         {"gate": case.name, "passed": case.failure is None, "message": case.failure}
         for case in cases
     ]
-
-
-def _run_scorer(
-    detector: list[str] | None,
-    metric: str | None,
-    config: Path | None,
-    explain: bool | None,
-    judge: str | None,
-    column: list[str] | None,
-) -> DetectorScorer | MetricScorer:
-    column_map = parse_column_map(column or [])
-    if metric is None:
-        if config is not None:
-            raise RequestValidationError("config", "only applies with --metric")
-        # Explanations are on unless --no-explain: they are what a reader of the report triages.
-        explained = True if explain is None else explain
-        return DetectorScorer(tuple(detector) if detector else None, explained, judge, column_map)
-    if detector:
-        raise RequestValidationError("detector", "give --detector or --metric, not both")
-    if judge is not None:
-        raise RequestValidationError("judge", "metrics choose their judge from the environment")
-    check_metric_name(metric)
-    return MetricScorer(metric, read_config_text(config), bool(explain), column_map)
-
-
-def _manifest_stream_batch_size(metric: str | None) -> int:
-    if metric is None:
-        return DEFAULT_STREAM_BATCH_SIZE
-    from assay.metrics.manifest import get_manifest
-
-    return get_manifest(metric).execution.stream_batch_size
-
-
-def parse_column_map(specs: list[str]) -> tuple[tuple[str, str], ...]:
-    """`["generated_text=answer"]` -> `(("generated_text", "answer"),)`; field "map" on error."""
-    pairs = []
-    for spec in specs:
-        wanted, sep, present = spec.partition("=")
-        if not sep or not wanted.strip() or not present.strip():
-            raise RequestValidationError("map", f"expected FIELD=COLUMN, got {spec!r}")
-        pairs.append((wanted.strip(), present.strip()))
-    return tuple(pairs)
