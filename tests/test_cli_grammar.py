@@ -23,6 +23,8 @@ runner = CliRunner()
 
 #: Every command, as its words after `assay`.
 COMMANDS = [
+    [],
+    ["metrics"],
     ["detectors"],
     ["detect"],
     ["run"],
@@ -33,7 +35,7 @@ COMMANDS = [
     ["ood"],
 ]
 #: Commands that print data (everything but the server).
-DATA_COMMANDS = [c for c in COMMANDS if c != ["serve"]]
+DATA_COMMANDS = [c for c in COMMANDS if c not in ([], ["metrics"], ["serve"])]
 
 
 def _command(words: list[str]) -> object:
@@ -66,7 +68,7 @@ def test_commands_are_listed_in_the_order_a_user_meets_them() -> None:
     assert listed == ["detectors", "detect", "run", "report", "serve", "metrics", "ood"]
 
 
-@pytest.mark.parametrize("words", COMMANDS, ids=" ".join)
+@pytest.mark.parametrize("words", COMMANDS, ids=lambda words: " ".join(words) or "assay")
 def test_help_reads_whole_at_80_columns(words: list[str]) -> None:
     result = runner.invoke(app, [*words, "--help"], env={"COLUMNS": "80"})
 
@@ -87,7 +89,7 @@ def test_run_help_keeps_the_llm_settings_whole_at_80_columns() -> None:
     assert "strategy=fields|per_instruction, votes=5, call_timeout=60 (see README)" in flat
 
 
-@pytest.mark.parametrize("words", COMMANDS, ids=" ".join)
+@pytest.mark.parametrize("words", COMMANDS, ids=lambda words: " ".join(words) or "assay")
 def test_every_switch_is_a_flag_no_flag_pair(words: list[str]) -> None:
     for option in _options(words):
         if not option.is_flag or option.hidden or option.name in ("help", "version"):  # type: ignore[attr-defined]

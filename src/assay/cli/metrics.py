@@ -15,7 +15,9 @@ from assay.metrics.manifest import all_manifests, get_manifest, render_manifest
 from assay.schema import RequestValidationError
 
 metrics_app = typer.Typer(
-    help="List and show the manifests of Assay's metrics and detectors.", no_args_is_help=True
+    help="List and show the manifests of Assay's metrics and detectors.",
+    no_args_is_help=True,
+    rich_markup_mode=None,  # plain help, as for every other command (whole at 80 columns)
 )
 
 
