@@ -316,4 +316,10 @@ def print_usage(usage: Usage, rows_with_calls: int, rows: int) -> None:
         parts.append(f"{usage.escalated} instructions escalated by the cascade")
     if usage.voted:
         parts.append(f"{usage.voted} instructions answered by sampled votes (no logprobs)")
+    if usage.probe_calls:
+        parts.append(f"{usage.probe_calls} capability probe calls")
+    if usage.disagreements:
+        parts.append(
+            f"{usage.disagreements} written answers disagreed with their probability (see evidence)"
+        )
     Console(highlight=False).print("; ".join(parts), soft_wrap=True)

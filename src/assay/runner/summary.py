@@ -134,8 +134,9 @@ class RunSummary:
     failures_by_kind: rows_failed split by error kind.
     detectors: per detector or metric, in the order first seen.
     input_path / output_path / summary_path: where the run read and wrote, when known.
-    usage: LLM calls, tokens, cache hits, votes and cascade escalations over the run (each
-        line's `usage`); rows_with_calls: rows that made at least one LLM call.
+    usage: LLM calls, probe calls, tokens, cache hits, votes, cascade escalations and written
+        answers that disagreed with their probability, over the run (each line's `usage`);
+        rows_with_calls: rows that made at least one LLM call.
     rows_with_errors: rows with any failure: rejected, timed out, or a scorer errored on them
         (what `--allow-errors` is about).
     fingerprint: the run's fingerprint (input and options), written into the summary file so
