@@ -106,9 +106,9 @@ def _handler_for(stub: StubServer) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-@pytest.fixture
-def stub_server() -> Iterator[StubServer]:
-    """A loopback HTTP server answering with canned responses (set them with `reply`)."""
+@contextlib.contextmanager
+def serve_stub() -> Iterator[StubServer]:
+    """Run a StubServer on a free loopback port until the block ends."""
     from llm.replies import probe_answer  # imports this module: not at the top
 
     stub = StubServer(probe=probe_answer())
@@ -126,6 +126,13 @@ def stub_server() -> Iterator[StubServer]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
+
+
+@pytest.fixture
+def stub_server() -> Iterator[StubServer]:
+    """A loopback HTTP server answering with canned responses (set them with `reply`)."""
+    with serve_stub() as stub:
+        yield stub
 
 
 @pytest.fixture

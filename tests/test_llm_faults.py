@@ -8,9 +8,7 @@ import json
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -26,48 +24,15 @@ from assay.judges.openai.settings import LLMSettings
 from assay.runner import run_file
 from conftest import CannedResponse, StubServer, assert_relevance_contract
 from llm.replies import chat_body, ok, probe_answer, rubric_reply
-
-QUERY = "How long should I boil eggs for a soft yolk?"
-ANSWER = "Boil the eggs for 6 minutes for a soft, runny yolk."
-PROBABILITIES = [0.9, 0.2, 0.65, 0.4]
-
-
-def item(explain: bool = False, must_compute: str = "ignore_failures") -> dict[str, Any]:
-    return {
-        "user_query": QUERY,
-        "generated_text": ANSWER,
-        "config": {"output_relevance": {"judge": "openai", "explain": explain}},
-        "must_compute": must_compute,
-    }
-
-
-def use_judge(stub: StubServer, tmp_path: Path | None = None, **overrides: Any) -> OpenAIJudge:
-    """Register an OpenAIJudge pointed at the stub as judge "openai"."""
-    options: dict[str, Any] = {
-        "base_url": stub.url + "/v1",
-        "model": "stub-model",
-        "cache": tmp_path is not None,
-        "cache_path": (tmp_path / "calls.sqlite3") if tmp_path else None,
-        "backoff_base": 0.01,
-        "backoff_cap": 0.05,
-        "structured": "json_schema",
-    }
-    judge = OpenAIJudge(LLMSettings(**{**options, **overrides}))
-    register_judge("openai", lambda: judge)
-    return judge
-
-
-@pytest.fixture(autouse=True)
-def restore_openai_judge() -> Iterator[None]:
-    yield
-    from assay.judges import _openai
-
-    register_judge("openai", _openai)
-
-
-async def relevance(explain: bool = False) -> dict[str, Any]:
-    [result] = await detect_items(parse_items([item(explain)]))
-    return dict(result["output_relevance"])
+from llm.stub_judge import (  # noqa: F401 - restore_openai_judge is an autouse fixture
+    ANSWER,
+    PROBABILITIES,
+    QUERY,
+    item,
+    relevance,
+    restore_openai_judge,
+    use_judge,
+)
 
 
 async def test_probabilities_come_from_the_answer_tokens_logprobs(stub_server: StubServer) -> None:

@@ -21,8 +21,8 @@ from assay.judges.openai.judge import request_tag, rubric_requests
 from assay.judges.openai.logprobs import answer_of, yes_probability
 from assay.judges.openai.parsing import read_fields, read_single
 from assay.judges.openai.probe import Capabilities, record_key
-from assay.judges.openai.verdicts import verdict_from_reading
 from assay.judges.openai.settings import LLMSettings, parse_overrides, settings_from_env
+from assay.judges.openai.verdicts import verdict_from_reading
 from assay.schema import JudgeFailure, RequestValidationError
 
 
@@ -64,7 +64,9 @@ def completion(text: str, tokens: list[tuple[str, dict[str, float]]] | None) -> 
 
 
 def test_fields_are_read_from_the_json_object_only() -> None:
-    reply = completion('Sure! ```json\n{"1": "Yes", "2": false, "2_quote": "six", "3": true}```', None)
+    reply = completion(
+        'Sure! ```json\n{"1": "Yes", "2": false, "2_quote": "six", "3": true}```', None
+    )
     readings = read_fields(reply, 3)
     assert [readings[n].answer for n in (1, 2, 3)] == ["yes", "no", "yes"]
     assert all(r.odds is None for r in readings.values())

@@ -195,7 +195,10 @@ class DetectorError(BaseModel):
     """Stands in for a result when a detector could not score an item (never a silent 0)."""
 
     error: Literal[True] = True
-    kind: str = Field(description="timeout, rate_limited, transport, bad_output, judge_error, ...")
+    kind: str = Field(
+        description="timeout, rate_limited, transport, bad_output, input_too_long, "
+        "content_filtered, low_confidence_answer, judge_error, ..."
+    )
     message: str
 
 
@@ -264,7 +267,9 @@ class RequestValidationError(AssayError, ValueError):
 
 class JudgeFailure(AssayError):
     """A judge backend failed to answer; `kind` is "timeout", "rate_limited", "transport" or
-    "bad_output" for an LLM call, "judge_error" for anything else."""
+    "bad_output" for an LLM call, "input_too_long" or "content_filtered" for an LLM request
+    refused for its input, "low_confidence_answer" for an LLM answer with too little yes/no
+    probability, "judge_error" for anything else."""
 
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(f"{kind}: {message}")

@@ -18,8 +18,11 @@ Token = tuple[str, dict[str, float]]
 
 def answer_token(text: str, p_yes: float, mass: float = 1.0) -> Token:
     """A token at an answer position: P(yes)/(P(yes)+P(no)) = p_yes, with yes and no holding
-    `mass` of the probability and an apology ("I") the rest."""
-    alternatives = {"yes": math.log(p_yes * mass), "no": math.log((1 - p_yes) * mass)}
+    `mass` of the probability and an apology ("I") the rest. The token itself is listed under
+    the answer it spells."""
+    word = text.strip(' "').lower()
+    yes, no = (text if word == "yes" else "yes"), (text if word == "no" else "no")
+    alternatives = {yes: math.log(p_yes * mass), no: math.log((1 - p_yes) * mass)}
     if mass < 1:
         alternatives["I"] = math.log(1 - mass)
     else:
@@ -160,12 +163,12 @@ def probe_answer(
 
 
 def route_by_response(replies: dict[str, CannedResponse]) -> Route:
-    """A stub `route` answering each row by a text its response contains."""
+    """A stub `route` answering each row by a text in its `<response>` block."""
 
     def answer(body: Any) -> CannedResponse | None:
-        prompt = body["messages"][1]["content"]
+        response = body["messages"][1]["content"].split("<response>")[1]
         for marker, reply in replies.items():
-            if marker in prompt:
+            if marker in response:
                 return reply
         return None
 
