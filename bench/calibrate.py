@@ -69,8 +69,14 @@ def training_sets(encoder: str) -> dict[str, tuple[list[dict[str, float]], np.nd
     }
 
 
-def fit(x: np.ndarray, y: np.ndarray, signs: tuple[int, ...]) -> dict[str, Any]:
-    """L2-regularised logistic regression whose weights keep the declared signs."""
+def fit(
+    x: np.ndarray, y: np.ndarray, signs: tuple[int, ...], weights: np.ndarray | None = None
+) -> dict[str, Any]:
+    """L2-regularised logistic regression whose weights keep the declared signs.
+
+    weights: optional per-row weights of the loss (default: every row counts once).
+    """
+    rows = np.ones(len(y)) if weights is None else weights
     mean = x.mean(axis=0)
     scale = x.std(axis=0)
     scale[scale < 1e-9] = 1.0
@@ -79,9 +85,9 @@ def fit(x: np.ndarray, y: np.ndarray, signs: tuple[int, ...]) -> dict[str, Any]:
     def loss(params: np.ndarray) -> tuple[float, np.ndarray]:
         logits = params[0] + z @ params[1:]
         p = 1.0 / (1.0 + np.exp(-logits))
-        value = np.logaddexp(0, logits).sum() - (y * logits).sum()
+        value = (rows * (np.logaddexp(0, logits) - y * logits)).sum()
         value += 0.5 * (params[1:] ** 2).sum() / REGULARISATION
-        grad_logits = p - y
+        grad_logits = rows * (p - y)
         grad = np.concatenate(
             [[grad_logits.sum()], z.T @ grad_logits + params[1:] / REGULARISATION]
         )
