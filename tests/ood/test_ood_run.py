@@ -68,6 +68,9 @@ def test_run_scores_each_row_and_summarises_the_metric(
     )
 
     assert done.returncode == 0, done.stderr
+    # The terminal shows the metric's own summary, not an empty instruction table.
+    assert "missed-refusal rate" in done.stdout and "over-rejection rate" in done.stdout
+    assert "instruction pass rates" not in done.stdout
     lines = list(iter_output_lines(out))
     assert [line["id"] for line in lines] == ["row-0", "row-1", "row-2"]
     assert lines[1]["team"] == "cards"
