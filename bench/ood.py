@@ -38,8 +38,8 @@ TARGETS: dict[str, str] = {}
 
 def write_bank_vectors() -> None:
     """Embed both banks with MiniLM and ship the vectors (float16) next to them."""
+    from assay.judges.embedded.embedding_cache import shared_encoder
     from assay.metrics.ood import bank, capabilities
-    from assay.metrics.ood.embedding import shared_encoder
     from assay.metrics.ood.vectors import probes_dir, vector_files, vectors_meta
 
     folder = Path(str(probes_dir()))

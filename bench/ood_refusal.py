@@ -28,9 +28,9 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
 
 import common
+from assay.judges.embedded.embedding_cache import shared_encoder
 from assay.metrics.ood.bank import probe_bank
 from assay.metrics.ood.calibration import DIMENSIONS, EmbeddingProbe
-from assay.metrics.ood.embedding import shared_encoder
 from assay.metrics.ood.refusal import (
     REFUSAL_FEATURES,
     refusal_features,

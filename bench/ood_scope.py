@@ -29,8 +29,8 @@ import yaml
 from sklearn.metrics import roc_auc_score
 
 import common
+from assay.judges.embedded.embedding_cache import shared_encoder
 from assay.metrics.ood.capabilities import CapabilityTable, capability_table
-from assay.metrics.ood.embedding import shared_encoder
 from assay.metrics.ood.profile import UseCaseProfile, profile_from_mapping
 from assay.metrics.ood.scope import SCOPE_FEATURES, build_index
 from calibrate import fit, predict

@@ -330,3 +330,20 @@ def test_off_topic_and_incomplete_examples_score_lower_than_good_examples(tmp_pa
 
     assert mean_score("off_topic", "output_relevance") < mean_score("good", "output_relevance")
     assert mean_score("incomplete", "completeness") < mean_score("good", "completeness")
+
+
+def test_summary_counts_the_embedding_cache_of_this_run(tmp_path: Path) -> None:
+    first = run_file(EXAMPLES, tmp_path / "first.jsonl", batch_size=4)
+    again = run_file(EXAMPLES, tmp_path / "again.jsonl", batch_size=4)
+
+    assert first.embedding_cache.lookups > 0
+    # Every text of the second run was encoded for the first: all hits, nothing encoded.
+    assert again.embedding_cache.misses == 0
+    assert again.embedding_cache.hits == first.embedding_cache.lookups
+    written = json.loads((tmp_path / "again.jsonl.summary.json").read_text(encoding="utf-8"))
+    assert written["embedding_cache"] == {
+        "hits": again.embedding_cache.hits,
+        "misses": 0,
+        "hit_rate": 1.0,
+    }
+    assert read_lines(tmp_path / "again.jsonl") == read_lines(tmp_path / "first.jsonl")

@@ -3,6 +3,7 @@ when it is missing."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -54,6 +55,10 @@ def test_ray_engine_gives_the_local_engines_records_and_summary(tmp_path: Path) 
     assert ray_lines[-1]["error"]["kind"] == "invalid_row"
     assert local.rows == 21 and local.rows_failed == 1
     assert "mean score" in result.stdout  # the same terminal summary as a local run
+    # The actors' embedding cache counts reach the driver's summary.
+    written = json.loads(ray_out.with_name("ray.parquet.summary.json").read_text())
+    cache = written["embedding_cache"]
+    assert cache["hits"] + cache["misses"] > 0 and cache["hit_rate"] is not None
 
 
 async def test_missing_ray_is_a_clear_error(

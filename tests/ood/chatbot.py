@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from assay.metrics.ood.embedding import shared_encoder
+from assay.judges.embedded.embedding_cache import shared_encoder
 from assay.metrics.ood.profile import UseCaseProfile, profile_from_mapping
 
 # Above the near-domain probes of its profile (unlisted bank capabilities score up to ~0.51) and

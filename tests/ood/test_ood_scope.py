@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 from chatbot import BANK_PROFILE, no_llm_env  # noqa: F401 - autouse fixture
 
+from assay.judges.embedded.embedding_cache import shared_encoder
 from assay.metrics.ood.bank_probes import choose_probes
 from assay.metrics.ood.capabilities import (
     CAPABILITY_FILE,
@@ -14,7 +15,6 @@ from assay.metrics.ood.capabilities import (
     bank_texts,
     capability_table,
 )
-from assay.metrics.ood.embedding import shared_encoder
 from assay.metrics.ood.probe_types import ProbeRequest
 from assay.metrics.ood.profile import profile_from_mapping
 from assay.metrics.ood.prompt_sections import read_sections

@@ -195,8 +195,8 @@ def test_profiles_load_from_yaml_and_json(tmp_path: pytest.TempPathFactory) -> N
 def test_shipped_bank_vectors_are_current_and_match_the_encoder() -> None:
     import numpy as np
 
+    from assay.judges.embedded.embedding_cache import shared_encoder
     from assay.metrics.ood.bank import _shipped_vectors, bank_vectors
-    from assay.metrics.ood.embedding import shared_encoder
 
     shipped = _shipped_vectors()
     assert shipped is not None, "rerun bench/ood.py after editing probes/bank.yaml"

@@ -7,8 +7,10 @@ import base64
 import sqlite3
 import threading
 import time
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -143,6 +145,22 @@ def test_read_endpoint_errors(live_server: LiveServer) -> None:
     bad_detector = live_server.get("/v1/applications/shop/metrics", params={"detector": "nope"})
     assert bad_detector.status_code == 422 and "nope" in bad_detector.json()["message"]
     assert live_server.get("/v1/jobs/not-a-job").status_code == 404
+
+
+def test_healthz_reports_the_embedding_cache(live_server: LiveServer) -> None:
+    item = relevance_item(generated_text=f"Returns are accepted for 30 days ({uuid.uuid4()}).")
+
+    def cache() -> dict[str, Any]:
+        counts: dict[str, Any] = httpx.get(live_server.url + "/healthz").json()["embedding_cache"]
+        return counts
+
+    assert live_server.post([item]).status_code == 200
+    first = cache()
+    assert live_server.post([item]).status_code == 200
+    second = cache()
+    # The same item again: every text is found, none encoded.
+    assert second["misses"] == first["misses"] and second["hits"] > first["hits"]
+    assert 0 < second["hit_rate"] <= 1 and second["entries"] > 0 and second["max_mb"] > 0
 
 
 def test_detectors_health_and_openapi(live_server: LiveServer) -> None:

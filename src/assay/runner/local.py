@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from assay._sync import blocking
+from assay.judges.embedded.embedding_cache import CacheStats, shared_cache
 from assay.runner.carried import carried_columns
 from assay.runner.checkpoint import (
     Checkpoint,
@@ -285,10 +286,16 @@ async def drive_run(
     options: RunOptions,
     batches: LineBatches,
     control: RunControl | None = None,
+    elsewhere: Callable[[], tuple[int, int]] | None = None,
 ) -> RunSummary:
     """Write what an engine scores, durably and resumably, publish it if asked, then write the
-    summary (any engine)."""
+    summary (any engine).
+
+    elsewhere: the embedding cache's hits and misses in other processes (the Ray engine's
+        actors), added to this process's in the summary.
+    """
     control = control or RunControl()
+    cache_before = shared_cache().stats()
     output_path = prepare_run(input_path, output_path, scorer, options)
     checkpoint_path = checkpoint_path_for(output_path)
     if control.overwrite:
@@ -324,9 +331,14 @@ async def drive_run(
             control.on_publish_progress,
             control.publish_batch_size,
         )
-    summary = write_summary(input_path, output_path, scorer.score_names, this_run)
+    embedding = shared_cache().stats().since(cache_before).plus(*(elsewhere or _none)())
+    summary = write_summary(input_path, output_path, scorer.score_names, this_run, embedding)
     remove_checkpoint(checkpoint_path)
     return summary
+
+
+def _none() -> tuple[int, int]:
+    return 0, 0
 
 
 async def _write_output(
@@ -376,12 +388,17 @@ def finished_fingerprint(output_path: Path) -> str | None:
 
 
 def write_summary(
-    input_path: Path, output_path: Path, names: Sequence[str], run: str | None = None
+    input_path: Path,
+    output_path: Path,
+    names: Sequence[str],
+    run: str | None = None,
+    embedding: CacheStats | None = None,
 ) -> RunSummary:
     """Rebuild the summary from the output file and write it next to the output.
 
     run: the run's fingerprint, recorded so that the same command run again can tell the
         output already holds its results.
+    embedding: the embedding cache's counts while the rows were scored.
     """
     summary_path = summary_path_for(output_path)
     summary = RunSummary(
@@ -390,6 +407,7 @@ def write_summary(
         output_path=str(output_path),
         summary_path=str(summary_path),
         fingerprint=run,
+        embedding_cache=embedding or CacheStats(),
     )
     summary.add_lines(iter_output_lines(output_path))
     summary_path.write_text(json.dumps(summary.to_dict(), indent=2) + "\n", encoding="utf-8")

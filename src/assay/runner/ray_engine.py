@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from assay.judges.embedded.embedding_cache import shared_cache
 from assay.runner.io import Row, read_rows
 from assay.runner.local import (
     ProgressCallback,
@@ -115,15 +116,32 @@ class ScoringActor:
             (int(row), _decode_row(str(payload)))
             for row, payload in zip(batch["row"], batch["payload"], strict=True)
         ]
+        before = shared_cache().stats()
         lines = self.loop.run_until_complete(score_rows(rows, self.scorer, self.options))
+        cache = shared_cache().stats().since(before)
+        # The batch's embedding cache counts ride on its first row, for the driver's summary.
+        padding = [0] * (len(lines) - 1)
         return {
             "row": [line["row"] for line in lines],
             "line": [json.dumps(line) for line in lines],
+            "cache_hits": [cache.hits, *padding][: len(lines)],
+            "cache_misses": [cache.misses, *padding][: len(lines)],
         }
 
 
+class CacheCounts:
+    """The embedding cache hits and misses the actors reported so far."""
+
+    def __init__(self) -> None:
+        self.hits = 0
+        self.misses = 0
+
+    def totals(self) -> tuple[int, int]:
+        return self.hits, self.misses
+
+
 def _scored_batches(
-    input_path: Path, scorer: RowScorer, options: RunOptions, skip: int
+    input_path: Path, scorer: RowScorer, options: RunOptions, skip: int, counts: CacheCounts
 ) -> Iterable[Sequence[Line]]:
     ray = _import_ray()
     for name in ("ray.data", "ray.data._internal.execution.streaming_executor"):
@@ -148,6 +166,8 @@ def _scored_batches(
         batch_format="numpy",
     )
     for batch in scored.iter_batches(batch_size=options.stream_batch_size, batch_format="numpy"):
+        counts.hits += int(batch["cache_hits"].sum())
+        counts.misses += int(batch["cache_misses"].sum())
         yield [json.loads(str(text)) for text in batch["line"]]
 
 
@@ -177,7 +197,7 @@ async def run_file_ray_async(
         )
 
     async def ray_batches(skip: int, advance: ProgressCallback) -> AsyncIterator[Sequence[Line]]:
-        iterator = iter(_scored_batches(input_path, scorer, options, skip))
+        iterator = iter(_scored_batches(input_path, scorer, options, skip, counts))
         while True:
             # Ray blocks while it waits for actors; keep the event loop free meanwhile.
             lines = await asyncio.to_thread(next, iterator, None)
@@ -186,4 +206,7 @@ async def run_file_ray_async(
             advance(len(lines))
             yield lines
 
-    return await drive_run(input_path, output_path, scorer, options, ray_batches, control)
+    counts = CacheCounts()
+    return await drive_run(
+        input_path, output_path, scorer, options, ray_batches, control, counts.totals
+    )

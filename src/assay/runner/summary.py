@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from assay.detectors import DETECTORS
+from assay.judges.embedded.embedding_cache import CacheStats
 from assay.judges.usage import Usage
 from assay.runner.gates import GateFigures
 
@@ -142,6 +143,9 @@ class RunSummary:
     fingerprint: the run's fingerprint (input and options), written into the summary file so
         the same command run again knows the output already holds it.
     already_complete: the run had finished before; nothing was scored this time.
+    embedding_cache: texts the embedding cache answered (hits) and the encoder had to encode
+        (misses) while this invocation scored; it describes the process, not the output, so
+        a resumed run counts only what it scored itself.
     """
 
     names: tuple[str, ...] = tuple(DETECTORS)
@@ -158,6 +162,7 @@ class RunSummary:
     rows_with_errors: int = 0
     fingerprint: str | None = None
     already_complete: bool = False
+    embedding_cache: CacheStats = field(default_factory=CacheStats)
 
     def add_line(self, line: Mapping[str, Any]) -> None:
         """Count one output line (`{"row", "id"?, ..., detector: result}` or `{..., "error"}`)."""
@@ -257,6 +262,7 @@ class RunSummary:
                     self.usage.prompt_tokens + self.usage.completion_tokens, self.rows
                 ),
             },
+            "embedding_cache": self.embedding_cache.counts(),
         }
 
 

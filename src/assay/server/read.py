@@ -11,6 +11,7 @@ from fastapi import APIRouter, Query, Request
 from sqlalchemy.orm import Session
 
 from assay.detectors import DETECTORS
+from assay.judges.embedded.embedding_cache import shared_cache
 from assay.server.auth import Access, require_key
 from assay.server.errors import ErrorBody, ServerError
 from assay.store import jobs
@@ -188,10 +189,11 @@ async def list_detectors(request: Request) -> list[dict[str, Any]]:
 
 @router.get("/healthz", tags=["read"])
 async def health(request: Request) -> dict[str, Any]:
-    """Liveness and readiness: the database answers; job counts by state. No key needed."""
+    """Liveness and readiness: the database answers; job counts by state; this process's
+    embedding cache (hits, misses, hit rate, entries, bound). No key needed."""
     store = request.app.state.store
     try:
         counts = await asyncio.to_thread(jobs.counts, store)
     except Exception as error:
         raise ServerError(503, f"database unavailable: {type(error).__name__}") from None
-    return {"status": "ok", "jobs": counts}
+    return {"status": "ok", "jobs": counts, "embedding_cache": shared_cache().stats().to_dict()}

@@ -8,7 +8,8 @@ from collections.abc import Sequence
 
 from assay.judges.base import Judge, Question, Verdict
 from assay.judges.embedded.calibration import Calibration, load_calibration
-from assay.judges.embedded.encoder import Encoder, Matrix, load_encoder
+from assay.judges.embedded.embedding_cache import shared_encoder
+from assay.judges.embedded.encoder import Encoder, Matrix
 from assay.judges.embedded.explanations import explain
 from assay.judges.embedded.signals import (
     CHECK_FEATURES,
@@ -31,7 +32,8 @@ RELEVANCE_CHECKS = frozenset(
 class EmbeddedJudge(Judge):
     """The offline default judge.
 
-    encoder: a loaded encoder; by default the one the shipped calibration was fitted for.
+    encoder: a loaded encoder; by default the one the shipped calibration was fitted for,
+        behind the process-wide embedding cache.
     calibration: fitted coefficients; by default the shipped `calibration.json`.
     """
 
@@ -41,7 +43,7 @@ class EmbeddedJudge(Judge):
         self, encoder: Encoder | None = None, calibration: Calibration | None = None
     ) -> None:
         self.calibration = calibration or load_calibration()
-        self.encoder = encoder or load_encoder(self.calibration.encoder)
+        self.encoder = encoder or shared_encoder(self.calibration.encoder)
 
     async def answer(self, questions: Sequence[Question]) -> list[Verdict | JudgeFailure]:
         # Model work is CPU-bound: keep it off the event loop.

@@ -7,8 +7,8 @@ from functools import cache
 
 import yaml
 
+from assay.judges.embedded.embedding_cache import CachedEncoder, shared_encoder
 from assay.judges.embedded.encoder import Matrix
-from assay.metrics.ood.embedding import CachedEncoder, shared_encoder
 from assay.metrics.ood.vectors import probes_dir, shipped_vectors
 
 BANK_FILE = "bank.yaml"

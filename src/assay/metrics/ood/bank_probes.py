@@ -24,9 +24,9 @@ from functools import lru_cache
 
 import numpy as np
 
+from assay.judges.embedded.embedding_cache import shared_encoder
 from assay.metrics.ood.bank import bank_vectors, probe_bank
 from assay.metrics.ood.capabilities import capability_table
-from assay.metrics.ood.embedding import shared_encoder
 from assay.metrics.ood.probe_types import GeneratedProbe, ProbeKind, ProbeRequest, ProbeSet
 from assay.metrics.ood.profile import UseCaseProfile
 from assay.metrics.ood.scope import ScopeIndex, scope_index, scope_probabilities

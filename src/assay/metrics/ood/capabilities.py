@@ -16,8 +16,8 @@ import numpy as np
 import numpy.typing as npt
 import yaml
 
+from assay.judges.embedded.embedding_cache import CachedEncoder, shared_encoder
 from assay.judges.embedded.encoder import Matrix
-from assay.metrics.ood.embedding import CachedEncoder, shared_encoder
 from assay.metrics.ood.vectors import probes_dir, shipped_vectors
 
 CAPABILITY_FILE = "capabilities.yaml"

@@ -16,9 +16,9 @@ import math
 import re
 from collections.abc import Sequence
 
+from assay.judges.embedded.embedding_cache import CachedEncoder, shared_encoder
 from assay.judges.embedded.encoder import Matrix
 from assay.metrics.ood.calibration import EmbeddingProbe, load_model, load_probe
-from assay.metrics.ood.embedding import CachedEncoder, shared_encoder
 
 REFUSAL_FEATURES = (
     "decline_opening",

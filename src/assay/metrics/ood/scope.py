@@ -27,11 +27,11 @@ from functools import lru_cache
 import numpy as np
 import numpy.typing as npt
 
+from assay.judges.embedded.embedding_cache import CachedEncoder, shared_encoder
 from assay.judges.embedded.encoder import Matrix
 from assay.metrics.ood.bank import bank_vectors
 from assay.metrics.ood.calibration import load_model
 from assay.metrics.ood.capabilities import CapabilityTable, capability_table
-from assay.metrics.ood.embedding import CachedEncoder, shared_encoder
 from assay.metrics.ood.profile import UseCaseProfile
 
 SCOPE_FEATURES = (
