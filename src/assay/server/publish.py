@@ -14,6 +14,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from pydantic import ValidationError
+from sqlalchemy.exc import IntegrityError
 
 from assay.detectors import DETECTORS
 from assay.schema import (
@@ -111,6 +112,16 @@ async def publish_detections(name: str, request: Request) -> dict[str, int]:
 
 def _store(request: Request, application: str, body: PublishRequest) -> int:
     """Store the items not stored before, in one transaction; how many were new."""
+    try:
+        return _store_new(request, application, body)
+    except IntegrityError:
+        # Another server process stored some of these items between our look and our write
+        # (the same batch sent to two replicas); the database refused the duplicates and
+        # rolled back. Looking again now skips what it stored.
+        return _store_new(request, application, body)
+
+
+def _store_new(request: Request, application: str, body: PublishRequest) -> int:
     ids = {item.key: published_request_id(body.run_id, item.key) for item in body.items}
     with request.app.state.store.transaction() as session:
         seen = stored_request_ids(session, set(ids.values()))

@@ -1,7 +1,11 @@
-"""The durable job queue on the `jobs` table.
+"""The durable job queue on the `jobs` table, shared by every server process on a database.
 
 A job is claimed by a conditional UPDATE (only one worker can win it) that bumps its attempt
-counter and sets a lease. It is finished by another conditional UPDATE that only matches the
+counter and sets a lease. On PostgreSQL the candidates are first locked with
+`SELECT ... FOR UPDATE SKIP LOCKED`, so replicas polling at once take different jobs instead of
+racing for the same oldest ones; SQLite has one writer at a time and needs no such lock.
+
+A job is finished by another conditional UPDATE that only matches the
 claim still held (same attempt, still running), written in the same transaction as its
 detections, so a job's results are stored exactly once even if a worker died mid-way and the
 job was claimed again after its lease ran out.
@@ -66,41 +70,59 @@ def claim(store: Store, limit: int, lease_seconds: float, max_attempts: int) -> 
     A job already claimed `max_attempts` times is marked failed instead: a request that kills
     its worker every time must not take the server down forever.
     """
-    with store.reading() as session:
-        candidates = session.execute(
-            select(Job.id, Job.attempts).where(_claimable()).order_by(Job.created_at).limit(limit)
-        ).all()
-    claimed: list[ClaimedJob] = []
-    for job_id, attempts in candidates:
+    candidates = select(Job.id, Job.attempts).where(_claimable()).order_by(Job.created_at)
+    if store.is_postgresql:
         with store.transaction() as session:
-            now = utcnow()
-            if attempts >= max_attempts:
-                session.execute(
-                    update(Job)
-                    .where(Job.id == job_id, Job.attempts == attempts, _claimable())
-                    .values(
-                        state=JobState.FAILED.value,
-                        error=f"gave up after {attempts} attempts",
-                        finished_at=now,
-                        updated_at=now,
-                    )
-                )
-                continue
-            won = session.execute(
-                update(Job)
-                .where(Job.id == job_id, Job.attempts == attempts, _claimable())
-                .values(
-                    state=JobState.RUNNING.value,
-                    attempts=attempts + 1,
-                    lease_expires_at=now + timedelta(seconds=lease_seconds),
-                    updated_at=now,
-                )
-            )
-            if won.rowcount != 1:  # type: ignore[attr-defined]
-                continue  # another worker was quicker
-            request = session.execute(select(Job.request).where(Job.id == job_id)).scalar_one()
-        claimed.append(ClaimedJob(job_id, attempts + 1, request))
+            locked = session.execute(candidates.limit(limit).with_for_update(skip_locked=True))
+            return [
+                job
+                for job_id, attempts in locked.all()
+                if (job := _take(session, job_id, attempts, lease_seconds, max_attempts))
+            ]
+    with store.reading() as session:
+        found = session.execute(candidates.limit(limit)).all()
+    claimed: list[ClaimedJob] = []
+    for job_id, attempts in found:
+        with store.transaction() as session:
+            job = _take(session, job_id, attempts, lease_seconds, max_attempts)
+        if job is not None:
+            claimed.append(job)
     return claimed
+
+
+def _take(
+    session: Session, job_id: str, attempts: int, lease_seconds: float, max_attempts: int
+) -> ClaimedJob | None:
+    """Claim one candidate seen with `attempts`, unless another worker changed it since
+    (the conditional UPDATE then matches nothing); fail it instead past `max_attempts`."""
+    now = utcnow()
+    still = (Job.id == job_id, Job.attempts == attempts, _claimable())
+    if attempts >= max_attempts:
+        session.execute(
+            update(Job)
+            .where(*still)
+            .values(
+                state=JobState.FAILED.value,
+                error=f"gave up after {attempts} attempts",
+                finished_at=now,
+                updated_at=now,
+            )
+        )
+        return None
+    won = session.execute(
+        update(Job)
+        .where(*still)
+        .values(
+            state=JobState.RUNNING.value,
+            attempts=attempts + 1,
+            lease_expires_at=now + timedelta(seconds=lease_seconds),
+            updated_at=now,
+        )
+    )
+    if won.rowcount != 1:  # type: ignore[attr-defined]
+        return None  # another worker was quicker
+    request = session.execute(select(Job.request).where(Job.id == job_id)).scalar_one()
+    return ClaimedJob(job_id, attempts + 1, request)
 
 
 def _update_held(session: Session, job: ClaimedJob, values: dict[str, Any]) -> bool:

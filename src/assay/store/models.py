@@ -10,7 +10,7 @@ import enum
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Integer, String, Text
+from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Index, Integer, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 
@@ -67,6 +67,10 @@ class Detection(Base):
     """
 
     __tablename__ = "detections"
+    # At most one row per detector of an item, even with several servers on one database.
+    __table_args__ = (
+        Index("uq_detections_request_detector", "request_id", "detector", unique=True),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     request_id: Mapped[str] = mapped_column(String(36), index=True)

@@ -1,7 +1,8 @@
 """Opening the database: engine, sessions and schema migrations.
 
-The default is a SQLite file; any SQLAlchemy URL works (e.g.
-`postgresql+psycopg://user:password@host/assay` with a PostgreSQL driver installed).
+The default is a SQLite file; any SQLAlchemy URL works. PostgreSQL is tested
+(`postgresql+psycopg://user:password@host/assay`, with `pip install 'assay[postgres]'`), and
+several server processes may share one PostgreSQL database.
 """
 
 from __future__ import annotations
@@ -24,6 +25,11 @@ logger = logging.getLogger(__name__)
 
 DATABASE_URL_ENV = "ASSAY_DATABASE_URL"
 DEFAULT_DATABASE_URL = "sqlite:///assay.db"
+POOL_SIZE_ENV = "ASSAY_DATABASE_POOL_SIZE"
+#: Connections a server process keeps open to a database server (SQLite has no pool to size).
+DEFAULT_POOL_SIZE = 5
+#: Any constant: PostgreSQL serialises the migrations of replicas starting at once on it.
+_MIGRATION_LOCK = 0x61737361
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 # How long a SQLite writer waits for another's lock before giving up; the server has several
 # writers (request handlers and the job worker) on one file.
@@ -35,18 +41,33 @@ def database_url(url: str | None = None) -> str:
     return url or os.environ.get(DATABASE_URL_ENV) or DEFAULT_DATABASE_URL
 
 
+def configured_pool_size(size: int | None = None) -> int:
+    """Connections per process: `size`, else `$ASSAY_DATABASE_POOL_SIZE`, else 5."""
+    if size is not None:
+        return size
+    raw = os.environ.get(POOL_SIZE_ENV, "").strip()
+    if not raw:
+        return DEFAULT_POOL_SIZE
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"${POOL_SIZE_ENV} must be a whole number >= 1, got {raw!r}")
+    return int(raw)
+
+
 class Store:
     """A database holding Assay's tables.
 
     url: a SQLAlchemy URL (default: see `database_url`). Raises ValueError naming the URL
         when it cannot be parsed or its driver is not installed.
+    pool_size: connections kept open to a database server (default: see
+        `configured_pool_size`); up to as many again are opened under bursts.
     """
 
-    def __init__(self, url: str | None = None) -> None:
+    def __init__(self, url: str | None = None, pool_size: int | None = None) -> None:
         self.url = database_url(url)
         try:
             parsed = make_url(self.url)
             self.is_sqlite = parsed.get_backend_name() == "sqlite"
+            self.is_postgresql = parsed.get_backend_name() == "postgresql"
             options: dict[str, Any] = {}
             if self.is_sqlite:
                 options["connect_args"] = {
@@ -55,6 +76,11 @@ class Store:
                 }
                 if parsed.database and parsed.database != ":memory:":
                     Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            else:
+                size = configured_pool_size(pool_size)
+                # pre_ping: a connection the database server dropped (restart, failover, idle
+                # timeout) is replaced instead of failing the request that draws it.
+                options.update(pool_size=size, max_overflow=size, pool_pre_ping=True)
             self.engine: Engine = create_engine(self.url, **options)
         except (ArgumentError, ImportError) as error:
             raise ValueError(f"database URL {self.url!r} is not usable: {error}") from None
@@ -67,6 +93,9 @@ class Store:
         config = Config()
         config.set_main_option("script_location", str(MIGRATIONS))
         with self.engine.begin() as connection:
+            if self.is_postgresql:
+                # Replicas starting together: one migrates, the others wait and find it done.
+                connection.execute(text(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK})"))
             config.attributes["connection"] = connection
             command.upgrade(config, "head")
         logger.info("database schema is current (%s)", self.engine.url.render_as_string())

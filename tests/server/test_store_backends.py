@@ -1,0 +1,93 @@
+"""Storage gives the same answers on SQLite and PostgreSQL: migrations, byte-exact results,
+and one detection per detector of an item, enforced by the database."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import select, text
+from sqlalchemy.exc import IntegrityError
+
+from assay.schema import DetectRequestItem
+from assay.store import Detection, Store
+from assay.store.detections import add_detections
+from assay.store.session import MIGRATIONS
+from conftest import both_backends
+
+# Floats that print with 17 digits, text beyond ASCII, and key order that is not sorted: what a
+# backend could change on the way through (jsonb would reorder keys; a float column could round).
+RESULT = {
+    "output_relevance": {
+        "score": 0.3333333333333333,
+        "instructions_list": [
+            {
+                "label": False,
+                "instruction": "Response should directly address the core intent.",
+                "follow_probability": 0.1234,
+                "explanation": "Quotes «naïve» text — and 😀 emoji.",
+            }
+        ],
+    }
+}
+
+
+def _item() -> DetectRequestItem:
+    return DetectRequestItem.model_validate(
+        {
+            "user_query": "Où est la gare ?",
+            "generated_text": "La gare est à 300 m, près du café.",
+            "context": ["Plan du quartier", "Horaires 😀"],
+            "config": {"output_relevance": {}},
+            "publish": True,
+            "application_name": "app",
+            "model_name": "m",
+        }
+    )
+
+
+@both_backends
+def test_results_come_back_byte_identical(database_url: str) -> None:
+    store = Store(database_url)
+    store.migrate()
+    with store.transaction() as session:
+        add_detections(session, _item(), RESULT, request_id="r-1")
+    with store.reading() as session:
+        stored = session.execute(select(Detection)).scalar_one()
+    assert json.dumps(stored.result) == json.dumps(RESULT["output_relevance"])
+    assert stored.score == 0.3333333333333333
+    assert stored.context == ["Plan du quartier", "Horaires 😀"]
+    assert stored.generated_text == "La gare est à 300 m, près du café."
+
+
+@both_backends
+def test_a_detection_stored_twice_is_refused_by_the_database(database_url: str) -> None:
+    store = Store(database_url)
+    store.migrate()
+    with store.transaction() as session:
+        add_detections(session, _item(), RESULT, request_id="r-1", job_id=None)
+    with pytest.raises(IntegrityError), store.transaction() as session:
+        add_detections(session, _item(), RESULT, request_id="r-1", job_id=None)
+    with store.reading() as session:
+        assert len(session.execute(select(Detection.id)).all()) == 1
+
+
+@both_backends
+def test_migrations_upgrade_a_database_holding_data(database_url: str) -> None:
+    # A database made by the first release, with rows in it, upgraded by a newer server.
+    store = Store(database_url)
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    with store.engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "0001")
+    with store.transaction() as session:
+        add_detections(session, _item(), RESULT, request_id="r-1")
+    store.migrate()
+    store.migrate()  # and again: nothing to do
+    with store.reading() as session:
+        version = session.execute(text("SELECT version_num FROM alembic_version")).scalar_one()
+        assert session.execute(select(Detection.request_id)).scalars().all() == ["r-1"]
+    assert version == "0002"
