@@ -43,6 +43,17 @@ def serve_command(
     job_lease_seconds: Annotated[
         float, typer.Option(min=0.1, help="Seconds before a dead worker's job is taken over.")
     ] = 60.0,
+    job_concurrency: Annotated[
+        int, typer.Option(min=1, help="Async jobs this process works on at once.")
+    ] = 4,
+    database_pool_size: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            envvar="ASSAY_DATABASE_POOL_SIZE",
+            help="Connections kept open to a database server (default 5; not SQLite).",
+        ),
+    ] = None,
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
 ) -> None:
     """Run the HTTP API, the async job worker and the dashboard."""
@@ -58,5 +69,7 @@ def serve_command(
             max_in_flight=max_in_flight,
             max_batch_items=max_batch_items,
             job_lease_seconds=job_lease_seconds,
+            job_concurrency=job_concurrency,
+            database_pool_size=database_pool_size,
         )
         run_server(settings, host, port, log_level.lower())

@@ -58,7 +58,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.settings = settings
-    app.state.store = Store(settings.database_url)
+    app.state.store = Store(settings.database_url, settings.database_pool_size)
     app.state.in_flight = 0
     install_error_handlers(app)
     app.include_router(detect.router)

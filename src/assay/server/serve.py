@@ -26,6 +26,8 @@ def build_settings(
     max_in_flight: int,
     max_batch_items: int,
     job_lease_seconds: float,
+    job_concurrency: int = 4,
+    database_pool_size: int | None = None,
 ) -> ServerSettings:
     """Settings from command-line values; raises ValueError naming what is wrong."""
     keys = ApiKeys(frozenset(), {}) if no_auth else load_api_keys(api_keys_file)
@@ -37,6 +39,8 @@ def build_settings(
         max_in_flight=max_in_flight,
         max_batch_items=max_batch_items,
         job_lease_seconds=job_lease_seconds,
+        job_concurrency=job_concurrency,
+        database_pool_size=database_pool_size,
     )
 
 
@@ -50,7 +54,7 @@ def run_server(settings: ServerSettings, host: str, port: int, log_level: str = 
         logger.warning(
             "authentication is OFF and the server listens on %s: anyone can use it", host
         )
-    store = Store(settings.database_url)
+    store = Store(settings.database_url, settings.database_pool_size)
     try:
         store.migrate()
     except Exception as error:

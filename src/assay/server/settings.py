@@ -24,6 +24,8 @@ class ServerSettings:
     """How the server behaves.
 
     database_url: SQLAlchemy URL; None means `$ASSAY_DATABASE_URL`, else `sqlite:///assay.db`.
+    database_pool_size: connections kept open to a database server; None means
+        `$ASSAY_DATABASE_POOL_SIZE`, else 5 (SQLite has no pool).
     api_keys: keys accepted in the `Authorization` header that may use every application
         (admin keys).
     scoped_keys: keys that may publish, read and poll only the applications listed for them.
@@ -46,6 +48,7 @@ class ServerSettings:
     """
 
     database_url: str | None = None
+    database_pool_size: int | None = None
     api_keys: frozenset[str] = field(default_factory=frozenset)
     scoped_keys: Mapping[str, frozenset[str]] = field(default_factory=dict)
     auth: bool = True
