@@ -3,8 +3,10 @@
 Single-item output_relevance bodies (haluquestqa queries and answers, so texts have real
 lengths) are posted by 1, 8 and 32 concurrent clients; each level runs for a fixed number of
 requests after a warm-up. The server keeps its defaults (SQLite file, micro-batching on).
+Two more cases: the embedding cache on and off (`server_cache.py`) and replicas sharing one
+PostgreSQL database (`server_replicas.py`); each writes its own section of RESULTS.md.
 
-    python bench/server.py [--requests N] [--levels 1,8,32]
+    python bench/server.py [--requests N] [--levels 1,8,32] [--cases levels,cache,replicas]
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ import httpx
 import numpy as np
 
 import common
+import server_cache
+import server_replicas
 from assay.detectors.evaluate import detect_items, parse_item
 from assay.server.process import ServerProcess
 
@@ -94,7 +98,58 @@ def main() -> None:
     )
     parser.add_argument("--requests", type=int, default=200, help="requests per concurrency level")
     parser.add_argument("--levels", default="1,8,32", help="comma-separated client counts")
+    parser.add_argument("--cases", default="levels,cache,replicas", help="which cases to run")
+    parser.add_argument("--questions", type=int, default=24, help="cache case: questions")
+    parser.add_argument("--jobs", type=int, default=300, help="replica case: async jobs")
     args = parser.parse_args()
+    cases = set(args.cases.split(","))
+    if "levels" in cases:
+        concurrency_levels(args)
+    if "cache" in cases:
+        cache_case(args)
+    if "replicas" in cases:
+        replica_case(args)
+
+
+def cache_case(args: argparse.Namespace) -> None:
+    workloads = {
+        f"RAG, {server_cache.ANSWERS_PER_QUESTION} answers per question": (
+            server_cache.five_answer_bodies(args.questions)
+        ),
+        "no repeats": server_cache.no_repeat_bodies(
+            args.questions * server_cache.ANSWERS_PER_QUESTION
+        ),
+    }
+    text = server_cache.table(server_cache.measure(API_KEY, workloads, clients=8))
+    print(text)
+    common.write_section(
+        "Server: embedding cache",
+        f"`python bench/server.py --cases cache --questions {args.questions}` on this machine "
+        f"({os.cpu_count()} cores, shared with other work): ragchecker questions with their "
+        "reference as context, both detectors, one item per request from 8 concurrent clients, "
+        "against a fresh `assay serve` (SQLite) with `ASSAY_EMBEDDING_CACHE_MB=0` (off) or the "
+        "default 64 MiB (on), after the same 8-row warm-up (haluquestqa rows, sharing no text). In the RAG workload each question "
+        "has its own two answers and three from other rows, each text used once, sent system "
+        "by system: only the question and the context repeat. Ratios are from one run.\n\n" + text,
+    )
+
+
+def replica_case(args: argparse.Namespace) -> None:
+    text = server_replicas.table(server_replicas.measure(API_KEY, args.jobs))
+    print(text)
+    common.write_section(
+        "Server: replicas",
+        f"`python bench/server.py --cases replicas --jobs {args.jobs}` on this machine "
+        f"({os.cpu_count()} cores, shared with other work): {args.jobs} async output_relevance "
+        "jobs (haluquestqa texts) submitted 50 per request, spread over the replicas, timed "
+        "until every job is done. PostgreSQL is a throwaway local cluster. On 2 cores the "
+        "replicas share the same CPU: the point is the overhead of PostgreSQL and of the shared "
+        "queue, and that each job is stored exactly once (detections = distinct jobs = jobs). "
+        "Ratios are from one run.\n\n" + text,
+    )
+
+
+def concurrency_levels(args: argparse.Namespace) -> None:
     levels = [int(value) for value in args.levels.split(",")]
     payloads = bodies(400)
     baseline = in_process_rate(payloads)

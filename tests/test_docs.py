@@ -67,3 +67,28 @@ def test_pandas_is_an_optional_pinned_extra() -> None:
     assert project["project"]["optional-dependencies"]["pandas"] == ["pandas==3.1.1"]
     assert not any(d.startswith("pandas") for d in project["project"]["dependencies"])
     assert "pip install 'assay[pandas]'" in README
+
+
+def test_the_compose_example_uses_only_real_serve_options_and_variables() -> None:
+    # compose.yaml is not run by the tests (no Docker); at least every option and variable it
+    # gives the replicas must be one `assay serve` knows, and the driver extra must exist.
+    import yaml
+    from typer.testing import CliRunner
+
+    from assay.cli import app
+
+    compose = yaml.safe_load((ROOT / "compose.yaml").read_text(encoding="utf-8"))
+    replicas = [s for name, s in compose["services"].items() if name.startswith("assay")]
+    assert len(replicas) == 2
+    help_text = CliRunner().invoke(app, ["serve", "--help"], terminal_width=200).output
+    source = "\n".join(p.read_text() for p in (ROOT / "src" / "assay").rglob("*.py"))
+    for replica in replicas:
+        options = [word for word in replica["command"] if word.startswith("--")]
+        assert options and all(option in help_text for option in options)
+        for variable in replica["environment"]:
+            assert f'"{variable}"' in source, f"{variable} is read nowhere"
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    assert all("==" in pin for pin in extras["postgres"])
+    assert "'.[postgres]'" in (ROOT / "Dockerfile").read_text()

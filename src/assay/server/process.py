@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -27,6 +27,8 @@ class ServerProcess:
     api_keys: keys it accepts (passed as $ASSAY_API_KEYS); None runs it with --no-auth.
     port: TCP port (default: a free one, kept across restarts).
     extra_args: more `assay serve` options, e.g. ("--job-lease-seconds", "2").
+    environment: variables set for the child on top of this process's own (e.g.
+        `{"ASSAY_EMBEDDING_CACHE_MB": "0"}`).
     """
 
     def __init__(
@@ -36,12 +38,14 @@ class ServerProcess:
         api_keys: Sequence[str] | None = ("test-key",),
         port: int | None = None,
         extra_args: Sequence[str] = (),
+        environment: Mapping[str, str] | None = None,
     ) -> None:
         self.database_url = database_url
         self.log_path = log_path
         self.api_keys = api_keys
         self.port = port or free_port()
         self.extra_args = list(extra_args)
+        self.environment = dict(environment or {})
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -53,7 +57,7 @@ class ServerProcess:
         its log) if it exits or does not answer within `timeout` seconds."""
         command = [sys.executable, "-m", "assay.cli", "serve", "--port", str(self.port)]
         command += ["--database-url", self.database_url, "--log-level", "warning"]
-        environment = dict(os.environ)
+        environment = {**os.environ, **self.environment}
         if self.api_keys is None:
             command.append("--no-auth")
         else:
