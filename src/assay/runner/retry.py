@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from assay.judges.embedded.embedding_cache import shared_cache
 from assay.runner.carried import CarriedColumn, carried_columns
 from assay.runner.checkpoint import checkpoint_path_for
 from assay.runner.io import read_rows
@@ -51,6 +52,7 @@ async def retry_failed_async(
 
     Returns the new summary and how many rows were retried.
     """
+    cache_before = shared_cache().stats()
     output_path = prepare_run(input_path, output_path, scorer, options)
     if not output_path.exists():
         raise RequestValidationError(
@@ -81,7 +83,9 @@ async def retry_failed_async(
         _replace_lines(output_path, rescored, scorer.score_names, carried, options)
     # The output still holds the same run, now with fewer failures: keep its fingerprint.
     run = finished_fingerprint(output_path)
-    return write_summary(input_path, output_path, scorer.score_names, run), len(failed)
+    embedding = shared_cache().stats().since(cache_before)
+    summary = write_summary(input_path, output_path, scorer.score_names, run, embedding)
+    return summary, len(failed)
 
 
 def _replace_lines(
