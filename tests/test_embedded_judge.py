@@ -11,6 +11,7 @@ import pytest
 
 from assay.detectors import DETECTORS
 from assay.detectors.evaluate import detect_items, parse_items, questions_for
+from assay.judges.embedded.agreement_model import LABELS, AgreementModel, load_agreement_model
 from assay.judges.embedded.calibration import load_calibration, parse
 from assay.judges.embedded.encoder import Kind, Matrix, ModelFileError, load_encoder, verified
 from assay.judges.embedded.judge import EmbeddedJudge
@@ -180,3 +181,45 @@ def test_calibration_fitted_on_other_features_is_rejected() -> None:
 )
 def test_sentence_splitting(text: str, expected: list[str]) -> None:
     assert split_sentences(text) == expected
+
+
+def test_agreement_model_file_must_match_its_pinned_sha256(tmp_path: Path) -> None:
+    fake = tmp_path / "agreement.onnx"
+    fake.write_bytes(b"not a model")
+    with pytest.raises(ModelFileError, match="expected"):
+        AgreementModel(fake)
+
+
+def test_agreement_model_reads_a_negation_as_a_contradiction() -> None:
+    model = load_agreement_model()
+    statement = "The museum opens at 9 am every day except Monday."
+    supported, negated, unrelated = model.predict(
+        [
+            (statement, "Except on Mondays, the museum opens at 9 am."),
+            (statement, "The museum does not open at 9 am."),
+            (statement, "Bananas are rich in potassium."),
+        ]
+    )
+    assert supported.argmax() == LABELS.index("supported")
+    assert negated.argmax() == LABELS.index("contradicted")
+    assert unrelated.argmax() == LABELS.index("neither")
+
+
+def test_one_agreement_model_call_per_request() -> None:
+    calls: list[int] = []
+
+    class Counting:
+        def __init__(self) -> None:
+            self.inner = load_agreement_model()
+
+        def predict(self, pairs: Sequence[tuple[str, str]]) -> object:
+            calls.append(len(pairs))
+            return self.inner.predict(pairs)
+
+    judge = EmbeddedJudge(agreement=Counting())  # type: ignore[arg-type]
+    items = parse_items([completeness(FULL), completeness(ONE_FACT), relevance(OFF_TOPIC)])
+    questions = [
+        q for item in items for name in item.config for q in questions_for(item, DETECTORS[name])
+    ]
+    judge.answer_sync(questions)
+    assert len(calls) == 1 and calls[0] > 0
