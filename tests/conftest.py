@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -38,14 +38,28 @@ class RecordedRequest:
     body: Any
 
 
+#: Answers a request's JSON body with a canned response (or None: not this one).
+Route = Callable[[Any], CannedResponse | None]
+
+
 @dataclass
 class StubServer:
     """A real HTTP server on 127.0.0.1 that replays canned responses in order (the last one
-    repeats) and records every request it receives."""
+    repeats) and records every request it receives.
+
+    probe: answers the LLM layer's capability probe (`assay.judges.openai.probe`); probes are
+        recorded in `probes`, not `requests`, so tests count the calls made for rows. The
+        fixture installs a probe answer showing logprobs (`llm.replies.probe_answer`).
+    route: when set, answers the requests it returns a response for, before the canned list
+        (to answer rows by their content when calls run concurrently).
+    """
 
     url: str = ""
     responses: list[CannedResponse] = field(default_factory=list)
     requests: list[RecordedRequest] = field(default_factory=list)
+    probes: list[RecordedRequest] = field(default_factory=list)
+    probe: Route | None = None
+    route: Route | None = None
 
     def reply(self, *responses: CannedResponse) -> None:
         self.responses = list(responses)
@@ -65,8 +79,14 @@ def _handler_for(stub: StubServer) -> type[BaseHTTPRequestHandler]:
             except ValueError:
                 body = raw.decode("utf-8", "replace")
             headers = {name.lower(): value for name, value in self.headers.items()}
-            stub.requests.append(RecordedRequest("POST", self.path, headers, body))
-            canned = stub.next_response()
+            recorded = RecordedRequest("POST", self.path, headers, body)
+            canned = stub.probe(body) if stub.probe is not None else None
+            if canned is not None:
+                stub.probes.append(recorded)
+            else:
+                stub.requests.append(recorded)
+                canned = stub.route(body) if stub.route is not None else None
+                canned = canned or stub.next_response()
             if canned.hold is not None:
                 canned.hold.wait(timeout=10)
             payload = canned.body if isinstance(canned.body, str) else json.dumps(canned.body)
@@ -86,10 +106,12 @@ def _handler_for(stub: StubServer) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-@pytest.fixture
-def stub_server() -> Iterator[StubServer]:
-    """A loopback HTTP server answering with canned responses (set them with `reply`)."""
-    stub = StubServer()
+@contextlib.contextmanager
+def serve_stub() -> Iterator[StubServer]:
+    """Run a StubServer on a free loopback port until the block ends."""
+    from llm.replies import probe_answer  # imports this module: not at the top
+
+    stub = StubServer(probe=probe_answer())
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(stub))
     server.daemon_threads = True
     stub.url = f"http://127.0.0.1:{server.server_address[1]}"
@@ -104,6 +126,13 @@ def stub_server() -> Iterator[StubServer]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
+
+
+@pytest.fixture
+def stub_server() -> Iterator[StubServer]:
+    """A loopback HTTP server answering with canned responses (set them with `reply`)."""
+    with serve_stub() as stub:
+        yield stub
 
 
 @pytest.fixture

@@ -62,9 +62,9 @@ def test_detectors_json_gives_inputs_and_instructions() -> None:
     assert relevance["description"] and completeness["description"]
 
 
-def test_detect_prints_one_item_with_every_detector_whose_inputs_are_given() -> None:
+def test_detect_json_prints_one_item_with_every_detector_whose_inputs_are_given() -> None:
     result = runner.invoke(
-        app, ["detect", "--query", QUERY, "--context", CONTEXT, "--response", RESPONSE]
+        app, ["detect", "--query", QUERY, "--context", CONTEXT, "--response", RESPONSE, "--json"]
     )
 
     assert result.exit_code == 0, result.output
@@ -73,14 +73,36 @@ def test_detect_prints_one_item_with_every_detector_whose_inputs_are_given() -> 
     assert set(items[0]) == {"output_relevance", "completeness"}
     assert_contract(items[0]["output_relevance"], OUTPUT_RELEVANCE)
     assert_contract(items[0]["completeness"], COMPLETENESS)
+    # Explanations are on unless --no-explain.
     explanations = [e["explanation"] for e in items[0]["completeness"]["instructions_list"]]
+    assert all(explanations)
+
+
+def test_detect_no_explain_turns_explanations_off() -> None:
+    result = runner.invoke(app, ["detect", "-c", CONTEXT, "-r", RESPONSE, "--no-explain", "--json"])
+
+    assert result.exit_code == 0, result.output
+    explanations = [
+        e["explanation"] for e in json.loads(result.stdout)[0]["completeness"]["instructions_list"]
+    ]
     assert explanations == [""] * len(COMPLETENESS)
 
 
+def test_detect_prints_a_readable_breakdown_by_default() -> None:
+    result = runner.invoke(app, ["detect", "-q", QUERY, "-r", RESPONSE])
+
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("output_relevance: score ")
+    marks = [line for line in lines if line.startswith(("  ✓ ", "  ✗ "))]
+    assert [m[4:].rsplit(" (p=", 1)[0] for m in marks] == OUTPUT_RELEVANCE
+    assert len(lines) == 1 + 2 * len(OUTPUT_RELEVANCE)  # each verdict with its explanation
+
+
 def test_detect_picks_only_detectors_whose_inputs_are_given() -> None:
-    query_only = runner.invoke(app, ["detect", "-q", QUERY, "-r", RESPONSE])
+    query_only = runner.invoke(app, ["detect", "-q", QUERY, "-r", RESPONSE, "--json"])
     context_only = runner.invoke(
-        app, ["detect", "-c", CONTEXT, "-c", "Second doc.", "-r", RESPONSE]
+        app, ["detect", "-c", CONTEXT, "-c", "Second doc.", "-r", RESPONSE, "--json"]
     )
 
     assert query_only.exit_code == 0, query_only.output
@@ -92,7 +114,11 @@ def test_detect_picks_only_detectors_whose_inputs_are_given() -> None:
 def test_detect_runs_only_the_named_detector_and_explains_on_request() -> None:
     result = runner.invoke(
         app,
-        ["detect", "-q", QUERY, "-c", CONTEXT, "-r", RESPONSE, "-d", "completeness", "--explain"],
+        [
+            "detect",
+            *("-q", QUERY, "-c", CONTEXT, "-r", RESPONSE),
+            *("-d", "completeness", "--explain", "--json"),
+        ],
     )
 
     assert result.exit_code == 0, result.output
@@ -154,7 +180,7 @@ def _write_jsonl(path: Path, lines: list[str]) -> Path:
     return path
 
 
-def test_run_scores_a_file_reports_failed_rows_and_exits_0(tmp_path: Path) -> None:
+def test_run_scores_a_file_reports_failed_rows_and_exits_3(tmp_path: Path) -> None:
     data = _write_jsonl(
         tmp_path / "rows.jsonl",
         [
@@ -168,7 +194,9 @@ def test_run_scores_a_file_reports_failed_rows_and_exits_0(tmp_path: Path) -> No
 
     result = runner.invoke(app, ["run", str(data), "--batch-size", "2"])
 
-    assert result.exit_code == 0, result.output
+    # Some rows errored: exit 3, saying how many and that --allow-errors exits 0.
+    assert result.exit_code == 3, result.output
+    assert "2 of 3 rows errored" in result.stderr and "--allow-errors" in result.stderr
     out = tmp_path / "rows.scored.jsonl"
     lines = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert [line["row"] for line in lines] == [1, 2, 3]
@@ -217,7 +245,7 @@ def _assay(*arguments: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_real_process_scores_a_response() -> None:
-    completed = _assay("detect", "-q", QUERY, "-c", CONTEXT, "-r", RESPONSE)
+    completed = _assay("detect", "-q", QUERY, "-c", CONTEXT, "-r", RESPONSE, "--json")
 
     assert completed.returncode == 0, completed.stderr
     item = json.loads(completed.stdout)[0]

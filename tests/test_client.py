@@ -270,8 +270,12 @@ def test_publish_in_process_returns_results_and_warns_once(
     with caplog.at_level(logging.WARNING, logger="assay.client"):
         first = client.inference.detect(body=[published])
         second = client.inference.detect(body=[background])
-    for response in (first, second):
-        assert_relevance_contract(response[0].output_relevance)
+    assert_relevance_contract(first[0].output_relevance)
+    # An async item answers as a server would: an acknowledgement with its job's id.
+    assert set(second[0]) == {"message", "status", "job_id"}
+    job = client.jobs.retrieve(second[0].job_id)
+    assert job.state == "done"
+    assert_relevance_contract(job.result.output_relevance)
     warnings = [r for r in caplog.records if r.name == "assay.client" and r.levelname == "WARNING"]
     assert len(warnings) == 1
     assert "base_url" in warnings[0].getMessage()
@@ -404,9 +408,10 @@ def test_detect_decorator_returns_values_and_result() -> None:
     assert result.detect_response == Client().inference.detect(body=[relevance_item()])[0]
     assert_relevance_contract(result.detect_response.output_relevance)
     assert answer.__name__ == "answer"
+    score = result.detect_response.output_relevance["score"]
     for text_form in (str(result), repr(result)):
-        assert text_form.startswith("DetectResult(status=200")
-        assert "output_relevance" in text_form and "publish_response=[]" in text_form
+        # One short line: the scores, not the seventy lines of the full response.
+        assert text_form == f"DetectResult(status=200, output_relevance={score:.4g})"
 
 
 async def test_detect_decorates_async_functions() -> None:

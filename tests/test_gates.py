@@ -1,4 +1,5 @@
-"""CI gates: parsing and checking --fail-under, and JUnit XML with one test case per row."""
+"""CI gates: parsing and checking --fail-under (rows a scorer could not score count against it),
+and JUnit XML with a test case per row and per gate that agrees with the exit code."""
 
 from __future__ import annotations
 
@@ -10,8 +11,11 @@ from typing import Any
 import pytest
 
 from assay.runner.gates import (
+    GateCase,
+    GateFigures,
     check_fail_under,
     describe_result,
+    fail_under_gates,
     junit_case,
     parse_fail_under,
     write_junit,
@@ -67,33 +71,72 @@ def test_fail_under_rejects_repeats_and_names_outside_the_known_list() -> None:
         parse_fail_under(["completeness=0.5", "completeness=0.6"])
     with pytest.raises(RequestValidationError) as caught:
         parse_fail_under(["relevance=0.5"], known=["output_relevance", "completeness"])
-    assert "unknown detector or metric 'relevance'" in caught.value.message
+    assert "unknown scorer 'relevance'" in caught.value.message
     assert "known: completeness, output_relevance" in caught.value.message
 
 
+def scored(mean: float | None, rows: int = 10, unscored: int = 0) -> GateFigures:
+    """Gate figures for `rows` scored rows with this mean and `unscored` rows it missed."""
+    return GateFigures((mean or 0.0) * rows, rows if mean is not None else 0, unscored)
+
+
 def test_check_fail_under_fails_below_passes_at_and_above_the_threshold() -> None:
-    means = {"output_relevance": 0.65, "completeness": 0.7, "llm.ood_detection": 0.9}
+    figures = {
+        "output_relevance": scored(0.65),
+        "completeness": scored(0.7),
+        "llm.ood_detection": scored(0.9),
+    }
 
     messages = check_fail_under(
-        means, {"output_relevance": 0.7, "completeness": 0.7, "llm.ood_detection": 0.8}
+        figures, {"output_relevance": 0.7, "completeness": 0.7, "llm.ood_detection": 0.8}
     )
 
     assert messages == ["output_relevance: mean score 0.6500 is below --fail-under threshold 0.7"]
     # A mean that equals the threshold up to float rounding passes.
-    float_mean = (1.0 + 0.4 + 0.7) / 3
-    assert float_mean < 0.7
-    assert check_fail_under({"completeness": float_mean}, {"completeness": 0.7}) == []
+    float_total = 1.0 + 0.4 + 0.7
+    assert float_total / 3 < 0.7
+    assert (
+        check_fail_under({"completeness": GateFigures(float_total, 3)}, {"completeness": 0.7}) == []
+    )
+
+
+def test_rows_a_scorer_could_not_score_count_against_its_gate() -> None:
+    # 8 rows scored 0.8 on average, 2 it could not score: as a gate, 6.4 / 10 = 0.64.
+    figures = {"output_relevance": scored(0.8, rows=8, unscored=2)}
+
+    [message] = check_fail_under(figures, {"output_relevance": 0.7})
+    passes = check_fail_under(figures, {"output_relevance": 0.6})
+
+    assert message == (
+        "output_relevance: mean score 0.8000 over 8 scored rows is 0.6400 counting the 2 rows "
+        "it could not score as failures, below --fail-under threshold 0.7"
+    )
+    assert passes == []
+    assert figures["output_relevance"].mean == pytest.approx(0.8)  # the shown mean is unchanged
 
 
 def test_gating_a_name_the_run_never_scored_fails_and_says_what_it_has() -> None:
     messages = check_fail_under(
-        {"output_relevance": 0.9, "completeness": None},
+        {"output_relevance": scored(0.9), "completeness": scored(None, unscored=4)},
         {"relevance": 0.5, "completeness": 0.5},
     )
 
     assert len(messages) == 2
     assert "no 'relevance' results (it has: output_relevance, completeness)" in messages[0]
     assert "every row's completeness errored" in messages[1]
+
+
+def test_each_gate_is_a_case_named_after_its_flag() -> None:
+    gates = fail_under_gates(
+        {"output_relevance": scored(0.5), "completeness": scored(0.9)},
+        {"output_relevance": 0.7, "completeness": 0.7},
+    )
+
+    assert [g.name for g in gates] == [
+        "--fail-under output_relevance=0.7",
+        "--fail-under completeness=0.7",
+    ]
+    assert gates[0].failure is not None and gates[1].failure is None
 
 
 def test_describe_result_marks_each_instruction_with_probability_and_explanation() -> None:
@@ -131,35 +174,49 @@ def sample_lines() -> Iterator[dict[str, Any]]:
     }
 
 
-def test_junit_has_one_case_per_row_failed_below_threshold_and_errored_on_errors(
-    tmp_path: Path,
-) -> None:
+def test_junit_has_a_case_per_row_and_per_gate_errored_on_errors(tmp_path: Path) -> None:
     path = tmp_path / "ci" / "assay.xml"
+    gate = GateCase("--fail-under output_relevance=0.7", "output_relevance: mean 0.5 is below")
 
-    counts = write_junit(sample_lines(), path, {"output_relevance": 0.7}, suite_name="assay.rag")
+    counts = write_junit(
+        sample_lines(), path, {"output_relevance": 0.7}, suite_name="assay.rag", gates=[gate]
+    )
 
-    assert (counts.tests, counts.failures, counts.errors) == (4, 1, 2)
+    assert (counts.tests, counts.failures, counts.errors, counts.skipped) == (5, 1, 2, 0)
     suite = ET.parse(path).getroot()
     assert suite.tag == "testsuite"
-    assert suite.attrib == {"name": "assay.rag", "tests": "4", "failures": "1", "errors": "2"}
+    assert suite.attrib == {
+        "name": "assay.rag",
+        "tests": "5",
+        "failures": "1",
+        "errors": "2",
+        "skipped": "0",
+    }
     cases = suite.findall("testcase")
-    assert [c.get("name") for c in cases] == ["q-1", "q-2", "row 3", "q-4"]
-    assert {c.get("classname") for c in cases} == {"assay.rag"}
+    assert [c.get("name") for c in cases] == [
+        "q-1",
+        "q-2",
+        "row 3",
+        "q-4",
+        "--fail-under output_relevance=0.7",
+    ]
+    assert [c.get("classname") for c in cases] == ["assay.rag"] * 4 + ["assay.rag.gates"]
 
-    passed, below, errored, rejected = cases
+    passed, below, errored, rejected, gate_case = cases
     assert passed.find("failure") is None and passed.find("error") is None
     assert "output_relevance: score 1 (meets threshold 0.7)" in (
         passed.findtext("system-out") or ""
     )
 
-    failure = below.find("failure")
-    assert failure is not None
-    assert failure.get("type") == "below_threshold"
-    assert failure.get("message") == "output_relevance 0.25 < 0.7"
-    body = failure.text or ""
+    # A row below the threshold says so, but only the gate (on the mean) fails.
+    assert below.find("failure") is None
+    body = below.findtext("system-out") or ""
+    assert "output_relevance: score 0.25 (below threshold 0.7)" in body
     assert f"✗ {OUTPUT_RELEVANCE[0]} (p=0.1000)" in body
     assert "off topic <tag> & co" in body  # escaped on the way in, the control character dropped
     assert "llm.ood_detection: score 0.95" in body  # ungated scorers are listed, not judged
+    failure = gate_case.find("failure")
+    assert failure is not None and failure.get("message") == gate.failure
 
     error = errored.find("error")
     assert error is not None
@@ -173,17 +230,33 @@ def test_junit_has_one_case_per_row_failed_below_threshold_and_errored_on_errors
     assert not list(tmp_path.glob("ci/*.partial"))
 
 
-def test_without_thresholds_only_errored_rows_fail(tmp_path: Path) -> None:
-    counts = write_junit(sample_lines(), tmp_path / "out.xml", {})
+def test_allowed_errors_are_skipped_cases_not_errors(tmp_path: Path) -> None:
+    path = tmp_path / "out.xml"
+
+    counts = write_junit(sample_lines(), path, {}, allow_errors=True)
+
+    assert (counts.tests, counts.failures, counts.errors, counts.skipped) == (4, 0, 0, 2)
+    skipped = [c for c in ET.parse(path).getroot() if c.find("skipped") is not None]
+    assert [c.get("name") for c in skipped] == ["row 3", "q-4"]
+    assert skipped[0].find("skipped").get("message") == "timeout: completeness: no answer in 30s"  # type: ignore[union-attr]
+
+
+def test_without_gates_only_errored_rows_are_problems(tmp_path: Path) -> None:
+    counts = write_junit(sample_lines(), tmp_path / "out.xml", {"output_relevance": 0.9})
 
     assert (counts.tests, counts.failures, counts.errors) == (4, 0, 2)
 
 
-def test_a_score_equal_to_its_threshold_passes() -> None:
+def test_a_row_is_never_a_failure_on_its_own() -> None:
     line = {"row": 1, "output_relevance": relevance(0.9, 0.9, 0.9, 0.1)}
 
     assert junit_case(line, {"output_relevance": 0.75}).find("failure") is None
-    assert junit_case(line, {"output_relevance": 0.76}).find("failure") is not None
+    assert "meets threshold 0.75" in (
+        junit_case(line, {"output_relevance": 0.75}).findtext("system-out") or ""
+    )
+    assert "below threshold 0.76" in (
+        junit_case(line, {"output_relevance": 0.76}).findtext("system-out") or ""
+    )
 
 
 def test_an_empty_output_still_gives_a_valid_empty_suite(tmp_path: Path) -> None:

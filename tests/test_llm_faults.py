@@ -8,9 +8,7 @@ import json
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -25,49 +23,16 @@ from assay.judges.openai.judge import OpenAIJudge
 from assay.judges.openai.settings import LLMSettings
 from assay.runner import run_file
 from conftest import CannedResponse, StubServer, assert_relevance_contract
-from llm.replies import chat_body, ok, rubric_reply
-
-QUERY = "How long should I boil eggs for a soft yolk?"
-ANSWER = "Boil the eggs for 6 minutes for a soft, runny yolk."
-PROBABILITIES = [0.9, 0.2, 0.65, 0.4]
-
-
-def item(explain: bool = False, must_compute: str = "ignore_failures") -> dict[str, Any]:
-    return {
-        "user_query": QUERY,
-        "generated_text": ANSWER,
-        "config": {"output_relevance": {"judge": "openai", "explain": explain}},
-        "must_compute": must_compute,
-    }
-
-
-def use_judge(stub: StubServer, tmp_path: Path | None = None, **overrides: Any) -> OpenAIJudge:
-    """Register an OpenAIJudge pointed at the stub as judge "openai"."""
-    options: dict[str, Any] = {
-        "base_url": stub.url + "/v1",
-        "model": "stub-model",
-        "cache": tmp_path is not None,
-        "cache_path": (tmp_path / "calls.sqlite3") if tmp_path else None,
-        "backoff_base": 0.01,
-        "backoff_cap": 0.05,
-        "structured": "json_schema",
-    }
-    judge = OpenAIJudge(LLMSettings(**{**options, **overrides}))
-    register_judge("openai", lambda: judge)
-    return judge
-
-
-@pytest.fixture(autouse=True)
-def restore_openai_judge() -> Iterator[None]:
-    yield
-    from assay.judges import _openai
-
-    register_judge("openai", _openai)
-
-
-async def relevance(explain: bool = False) -> dict[str, Any]:
-    [result] = await detect_items(parse_items([item(explain)]))
-    return dict(result["output_relevance"])
+from llm.replies import chat_body, ok, probe_answer, rubric_reply
+from llm.stub_judge import (  # noqa: F401 - restore_openai_judge is an autouse fixture
+    ANSWER,
+    PROBABILITIES,
+    QUERY,
+    item,
+    relevance,
+    restore_openai_judge,
+    use_judge,
+)
 
 
 async def test_probabilities_come_from_the_answer_tokens_logprobs(stub_server: StubServer) -> None:
@@ -191,39 +156,45 @@ async def test_a_reply_still_unreadable_after_the_reask_is_unscored(
     assert len(stub_server.requests) == 2  # one re-ask, no more
 
 
-async def test_without_logprobs_the_judge_votes_and_says_so(stub_server: StubServer) -> None:
+@pytest.mark.parametrize("explain", [False, True])
+async def test_an_endpoint_without_logprobs_is_judged_by_votes_and_says_so(
+    stub_server: StubServer, explain: bool
+) -> None:
     judge = use_judge(stub_server, votes=3)
-    first = rubric_reply(PROBABILITIES, logprobs=False)
+    stub_server.probe = probe_answer(logprobs=False)
     stub_server.reply(
-        first,
         ok(chat_body('{"1": "yes", "2": "no", "3": "yes", "4": "no"}')),
         ok(chat_body('{"1": "yes", "2": "yes", "3": "no", "4": "no"}')),
         ok(chat_body('{"1": "yes", "2": "no", "3": "no", "4": "no"}')),
     )
-    questions = questions_for(parse_items([item(explain=True)])[0], DETECTORS["output_relevance"])
+    questions = questions_for(
+        parse_items([item(explain=explain)])[0], DETECTORS["output_relevance"]
+    )
     answers = await judge.answer(questions)
     probabilities = [a.follow_probability for a in answers]  # type: ignore[union-attr]
-    assert probabilities == pytest.approx([1.0, 1 / 3, 1 / 3, 0.0])
+    assert probabilities == pytest.approx([1.0, 0.3333, 0.3333, 0.0])
     assert all(a.evidence["method"] == "votes" for a in answers)  # type: ignore[union-attr]
-    assert "sampled answers" in answers[0].explanation  # type: ignore[union-attr]
-    votes = [r.body for r in stub_server.requests[1:]]
-    assert len(votes) == 3
+    if explain:
+        assert "sampled answers" in answers[0].explanation  # type: ignore[union-attr]
+    # The probe decided it, before any row: every row call is a vote, none asks for logprobs.
+    votes = [r.body for r in stub_server.requests]
+    assert len(votes) == 3 and len(stub_server.probes) == 1
     assert all(v["temperature"] > 0 and "logprobs" not in v for v in votes)
 
 
-async def test_rejected_json_schema_falls_back_to_llama_cpp_style_json_object(
+async def test_a_refused_json_schema_is_found_by_the_probe_and_rows_use_json_object(
     stub_server: StubServer,
 ) -> None:
     use_judge(stub_server, structured="auto")
-    stub_server.reply(
-        CannedResponse(422, {"detail": "response_format.type: json_schema not allowed"}),
-        rubric_reply(PROBABILITIES),
-    )
+    stub_server.probe = probe_answer(refuse_forms={"json_schema"})
+    stub_server.reply(rubric_reply(PROBABILITIES))
     first = await relevance()
     assert_relevance_contract(first)
-    kinds = [r.body.get("response_format", {}).get("type") for r in stub_server.requests]
-    assert kinds == ["json_schema", "json_object"]
-    assert "schema" in stub_server.requests[1].body["response_format"]
+    probes = [r.body.get("response_format", {}).get("type") for r in stub_server.probes]
+    assert probes == ["json_schema", "json_object"]
+    [row] = stub_server.requests
+    assert row.body["response_format"]["type"] == "json_object"
+    assert "schema" in row.body["response_format"]
 
 
 def test_the_cache_suppresses_repeat_calls(stub_server: StubServer, tmp_path: Path) -> None:
@@ -233,15 +204,19 @@ def test_the_cache_suppresses_repeat_calls(stub_server: StubServer, tmp_path: Pa
     rows.write_text(json.dumps({"user_query": QUERY, "generated_text": ANSWER}) + "\n")
     first = run_file(rows, detectors=["output_relevance"], judge="openai")
     assert len(stub_server.requests) == 1 and first.usage.calls == 1
-    assert first.usage.prompt_tokens == 120 and first.usage.completion_tokens == 30
-    # A new judge (as in a new process) over the same file reads the same SQLite cache.
+    assert first.usage.probe_calls == 1 == len(stub_server.probes)
+    # The row's call and the probe each reported 120 prompt and 30 completion tokens.
+    assert first.usage.prompt_tokens == 240 and first.usage.completion_tokens == 60
+    # A new judge (as in a new process) over the same file reads the same SQLite cache, once
+    # its own probe has said who answers.
     use_judge(stub_server, tmp_path)
     second = run_file(rows, detectors=["output_relevance"], judge="openai")
-    assert len(stub_server.requests) == 1
+    assert len(stub_server.requests) == 1 and len(stub_server.probes) == 2
     assert second.usage.calls == 0 and second.usage.cached_calls == 1
     out = Path(first.output_path or "").read_text()
     assert json.loads(out)["output_relevance"]["score"] == 0.5
-    assert len(CallCache(tmp_path / "calls.sqlite3", 60)) == 1
+    # The call, and the probe's findings (kept for --dry-run estimates only).
+    assert len(CallCache(tmp_path / "calls.sqlite3", 60)) == 2
 
 
 def test_no_cache_calls_again(stub_server: StubServer, tmp_path: Path) -> None:

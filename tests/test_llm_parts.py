@@ -15,11 +15,14 @@ from assay.judges.base import Judge, Question, Verdict
 from assay.judges.cache import CallCache, cache_key
 from assay.judges.cascade import CascadeJudge, band_from_env, parse_band
 from assay.judges.openai.calls import Completion, TokenLogprob
+from assay.judges.openai.endpoint import call_key
 from assay.judges.openai.estimate import estimate_cost
-from assay.judges.openai.judge import request_key, rubric_requests
+from assay.judges.openai.judge import request_tag, rubric_requests
 from assay.judges.openai.logprobs import answer_of, yes_probability
 from assay.judges.openai.parsing import read_fields, read_single
+from assay.judges.openai.probe import Capabilities, record_key
 from assay.judges.openai.settings import LLMSettings, parse_overrides, settings_from_env
+from assay.judges.openai.verdicts import verdict_from_reading
 from assay.schema import JudgeFailure, RequestValidationError
 
 
@@ -42,8 +45,15 @@ def test_p_yes_sums_spellings_and_ignores_other_tokens() -> None:
         "No": math.log(0.2),
         "The": math.log(0.4),
     }
-    assert yes_probability(alternatives) == pytest.approx(0.4 / 0.6)
-    assert yes_probability({"The": 0.0}) is None
+    odds = yes_probability(alternatives)
+    assert odds.probability == pytest.approx(0.4 / 0.6) and odds.mass == pytest.approx(0.6)
+    assert yes_probability({"The": 0.0}).probability is None
+
+
+def test_split_answer_pieces_count_only_where_an_answer_is_known_to_be() -> None:
+    assert answer_of("y") is None and answer_of("y", partial=True) == "yes"
+    assert answer_of(' "n', partial=True) == "no" and answer_of("fa", partial=True) == "no"
+    assert answer_of("nope", partial=True) is None and answer_of("", partial=True) is None
 
 
 def completion(text: str, tokens: list[tuple[str, dict[str, float]]] | None) -> Completion:
@@ -53,11 +63,16 @@ def completion(text: str, tokens: list[tuple[str, dict[str, float]]] | None) -> 
     return Completion(text, listed, "stop", 0, 0)
 
 
-def test_fields_are_read_from_prose_without_logprobs() -> None:
-    reply = completion('Sure! 1: Yes\n2: no, "2_quote": "six minutes"\n"3": "true"', None)
+def test_fields_are_read_from_the_json_object_only() -> None:
+    reply = completion(
+        'Sure! ```json\n{"1": "Yes", "2": false, "2_quote": "six", "3": true}```', None
+    )
     readings = read_fields(reply, 3)
     assert [readings[n].answer for n in (1, 2, 3)] == ["yes", "no", "yes"]
-    assert all(r.probability is None for r in readings.values())
+    assert all(r.odds is None for r in readings.values())
+    assert readings[2].quote == "six"
+    # Prose is not JSON: nothing is read from it, whatever it looks like.
+    assert read_fields(completion("1: yes\n2: no", None), 2) == {}
 
 
 def test_quote_keys_are_not_answers_and_placeholder_quotes_are_dropped() -> None:
@@ -68,10 +83,18 @@ def test_quote_keys_are_not_answers_and_placeholder_quotes_are_dropped() -> None
 
 
 def test_single_answer_uses_the_alternatives_even_when_the_first_token_is_not_an_answer() -> None:
-    top = {"The": math.log(0.5), "Yes": math.log(0.1), "No": math.log(0.3)}
+    top = {"The": math.log(0.3), "Yes": math.log(0.15), "No": math.log(0.45)}
     reading = read_single(completion("The", [("The", top)]))
-    assert reading is not None and reading.probability == pytest.approx(0.25)
-    assert read_single(completion("The", [("The", {"The": 0.0})])) is None
+    assert reading is not None and reading.answer is None
+    assert reading.odds is not None and reading.odds.probability == pytest.approx(0.25)
+    asked = question("a", "r")
+    verdict = verdict_from_reading(reading, asked, "length", min_mass=0.5)
+    assert isinstance(verdict, Verdict) and verdict.follow_probability == 0.25
+    # The same reading with less than half the probability on yes/no is not scored.
+    thin = {"The": math.log(0.5), "Yes": math.log(0.1), "No": math.log(0.3)}
+    unsure = read_single(completion("The", [("The", thin)]))
+    failure = verdict_from_reading(unsure, asked, "length", min_mass=0.5)
+    assert isinstance(failure, JudgeFailure) and failure.kind == "low_confidence_answer"
 
 
 def test_settings_from_environment_and_bad_values_name_the_variable() -> None:
@@ -154,8 +177,19 @@ def test_estimate_counts_calls_per_strategy_and_skips_cached_ones(tmp_path: Path
     per_instruction = estimate_cost(single, asked, None)
     assert per_instruction.calls == 8 and per_instruction.completion_tokens == 8
     cache = CallCache(tmp_path / "calls.sqlite3", ttl=60)
-    first_request = rubric_requests(fields, asked)[0]
-    cache.put(request_key(first_request, None), {"content": ""})
+    first = rubric_requests(fields, asked)[0]
+    found = Capabilities("json_object", True, "served-model")
+    cache.put(call_key(fields, found, first.request, first.schema, request_tag(None)), {})
+    # Without a probe on record the estimate cannot know the keys: every call is to make.
+    assert estimate_cost(fields, asked, cache).cached_calls == 0
+    cache.put(record_key(fields), found.to_json())
     estimate = estimate_cost(fields, asked, cache)
     assert (estimate.calls, estimate.cached_calls) == (1, 1)
-    assert estimate.prompt_tokens > 0
+    assert estimate.prompt_tokens > 0 and estimate.completion_tokens == 2 + 4 * 6
+
+
+def test_the_estimate_counts_instructions_not_lines_that_look_like_them() -> None:
+    hostile = "Fine.\nInstructions:\n1. a\n2. b\n3. c\n4. d\n5. e\n6. f"
+    asked = [question(c, hostile) for c in ("a", "b")]
+    estimate = estimate_cost(LLMSettings(cache=False), asked, None)
+    assert estimate.completion_tokens == 2 + 2 * 6  # two instructions asked, whatever it says

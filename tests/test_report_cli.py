@@ -36,7 +36,7 @@ def scored(tmp_path_factory: pytest.TempPathFactory) -> Path:
     source = folder / "rows.jsonl"
     source.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
     out = folder / "rows.scored.jsonl"
-    result = assay("run", str(source), "--out", str(out))
+    result = assay("run", str(source), "--out", str(out), "--allow-errors")
     assert result.returncode == 0, result.stderr
     return out
 
@@ -139,9 +139,10 @@ def test_the_page_renders_in_headless_chromium_without_any_request(
 def test_fail_under_exits_1_with_the_reason_and_junit_lists_every_row(
     scored: Path, tmp_path: Path
 ) -> None:
-    means = collect(lines_of(scored)).means()
-    relevance_mean = means["output_relevance"]
-    assert relevance_mean is not None
+    figures = collect(lines_of(scored)).gate_figures()["output_relevance"]
+    relevance_mean, gated_mean = figures.mean, figures.gated_mean
+    assert relevance_mean is not None and gated_mean is not None
+    assert figures.rows_unscored == 1  # the blank row counts against the gate
     junit = tmp_path / "junit.xml"
 
     failing = assay(
@@ -156,25 +157,28 @@ def test_fail_under_exits_1_with_the_reason_and_junit_lists_every_row(
         "--junit",
         str(junit),
     )
-    passing = assay(
-        "report",
-        str(scored),
-        "--html",
-        str(tmp_path / "r.html"),
-        "--fail-under",
-        f"output_relevance={relevance_mean - 0.05:.2f}",
-    )
+    below_the_mean = [
+        *("report", str(scored), "--html", str(tmp_path / "r.html")),
+        *("--fail-under", f"output_relevance={gated_mean - 0.05:.2f}"),
+    ]
+    passing = assay(*below_the_mean, "--allow-errors")
+    unallowed = assay(*below_the_mean)
 
     assert failing.returncode == 1
     assert "Traceback" not in failing.stderr
     assert (
-        f"output_relevance: mean score {relevance_mean:.4f} is below --fail-under" in failing.stderr
+        f"output_relevance: mean score {relevance_mean:.4f} over 20 scored rows is "
+        f"{gated_mean:.4f} counting the 1 row it could not score as failures" in failing.stderr
     )
     assert "completeness" not in failing.stderr
     assert (tmp_path / "r.html").is_file()
     suite = ET.parse(junit).getroot()
-    assert suite.get("tests") == "21" and suite.get("errors") == "1"
+    # 21 rows and 2 gates; the failed gate is the one failure, the blank row the one error.
+    assert suite.get("tests") == "23" and suite.get("errors") == "1"
+    assert suite.get("failures") == "1"
     assert passing.returncode == 0, passing.stderr
+    # Gating an output with an errored row exits 3 unless errors are allowed.
+    assert unallowed.returncode == 3 and "1 of 21 rows errored" in unallowed.stderr
 
 
 @pytest.mark.parametrize(

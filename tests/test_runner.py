@@ -66,10 +66,14 @@ def test_jsonl_rows_come_out_one_line_each_in_order_with_ids(tmp_path: Path) -> 
     assert [line["row"] for line in lines] == [1, 2, 3]
     assert [line["id"] for line in lines] == ["eggs", 7, "vpn-context"]
     assert lines[0]["note"] == "kept"  # other columns pass through
-    assert "generated_text" not in lines[0]  # request fields are sent, not echoed
-    assert set(lines[0]) == {"row", "id", "note", "output_relevance", "completeness"}
-    assert set(lines[1]) == {"row", "id", "output_relevance"}
-    assert set(lines[2]) == {"row", "id", "completeness"}
+    # The text each row was scored on comes along, so reports can show it.
+    assert {k: lines[0][k] for k in ("user_query", "context", "generated_text")} == EGGS
+    assert lines[1]["generated_text"] == VPN["generated_text"] and "context" not in lines[1]
+    assert lines[2]["context"] == VPN["context"] and "user_query" not in lines[2]
+    text = {"user_query", "context", "generated_text"}
+    assert set(lines[0]) == {"row", "id", "note", "output_relevance", "completeness"} | text
+    assert set(lines[1]) == {"row", "id", "user_query", "generated_text", "output_relevance"}
+    assert set(lines[2]) == {"row", "id", "context", "generated_text", "completeness"}
     assert summary.rows == 3 and summary.rows_failed == 0
     assert summary.detectors["output_relevance"].rows_scored == 2
     assert summary.detectors["completeness"].rows_scored == 2
@@ -264,9 +268,25 @@ def test_named_detectors_are_the_only_ones_run(tmp_path: Path) -> None:
     summary = run_file(data, detectors=["completeness"], explain=True)
 
     lines = read_lines(tmp_path / "rows.scored.jsonl")
-    assert [sorted(set(line) - {"row", "id"}) for line in lines] == [["completeness"]] * 2
+    text = {"row", "id", "user_query", "context", "generated_text"}
+    assert [sorted(set(line) - text) for line in lines] == [["completeness"]] * 2
     assert all(e["explanation"] for e in lines[0]["completeness"]["instructions_list"])
     assert list(summary.detectors) == ["completeness"]
+
+
+def test_explain_false_turns_explanations_off_even_where_a_row_asks_for_them(
+    tmp_path: Path,
+) -> None:
+    asking = {"output_relevance": {"explain": True}}
+    data = write_jsonl(tmp_path / "rows.jsonl", [{"id": 1, **EGGS, "config": asking}])
+
+    run_file(data, tmp_path / "off.jsonl", explain=False)
+    run_file(data, tmp_path / "as-asked.jsonl", explain=None)
+
+    [off] = read_lines(tmp_path / "off.jsonl")
+    [as_asked] = read_lines(tmp_path / "as-asked.jsonl")
+    assert [e["explanation"] for e in off["output_relevance"]["instructions_list"]] == [""] * 4
+    assert all(e["explanation"] for e in as_asked["output_relevance"]["instructions_list"])
 
 
 @pytest.mark.parametrize(

@@ -78,15 +78,60 @@ def test_parquet_output_has_queryable_score_columns(tmp_path: Path) -> None:
     assert table.column_names == [
         "row",
         "id",
+        "user_query",
+        "context",
+        "generated_text",
         "record",
         "output_relevance.score",
         "completeness.score",
     ]
+    assert table.column("generated_text").to_pylist() == [r["generated_text"] for r in ROWS]
+    assert table.column("context").to_pylist() == [r["context"] for r in ROWS]
     records = [json.loads(text) for text in table.column("record").to_pylist()]
     assert table.column("output_relevance.score").to_pylist() == [
         r["output_relevance"]["score"] for r in records
     ]
     assert table.column("row").to_pylist() == [1, 2, 3]
+
+
+@pytest.mark.parametrize("input_suffix", [".jsonl", ".parquet", ".csv"])
+def test_parquet_output_gives_each_passed_through_column_its_own_column(
+    tmp_path: Path, input_suffix: str
+) -> None:
+    extra = [
+        {"label": True, "turns": 3, "cost": 0.5, "team": "a", "tags": ["x"]},
+        {"label": False, "turns": 4, "cost": 1, "team": "b", "tags": ["y", "z"]},
+        {"label": True, "turns": 5, "cost": 2.5, "team": "c", "tags": []},
+    ]
+    rows = [{**row, **more} for row, more in zip(ROWS, extra, strict=True)]
+    if input_suffix == ".csv":
+        rows = [{k: json.dumps(v) if k == "tags" else v for k, v in r.items()} for r in rows]
+    out = tmp_path / "out.parquet"
+
+    run_file(write_dataset(tmp_path / f"rows{input_suffix}", rows), out)
+
+    table = pq.read_table(out)
+    carried = ["label", "turns", "cost", "team", "tags"]
+    assert table.column_names[2:10] == ["user_query", "context", "generated_text", *carried]
+    assert table.column("team").to_pylist() == ["a", "b", "c"]
+    records = [json.loads(text) for text in table.column("record").to_pylist()]
+    assert [r["turns"] for r in records] == [
+        str(m["turns"]) if input_suffix == ".csv" else m["turns"] for m in extra
+    ]
+    if input_suffix == ".csv":  # CSV has only text
+        assert {table.schema.field(c).type for c in carried} == {pa.string()}
+        return
+    assert table.schema.field("label").type == pa.bool_()
+    assert table.schema.field("turns").type == pa.int64()
+    assert table.schema.field("cost").type == pa.float64()
+    assert table.column("label").to_pylist() == [True, False, True]
+    assert table.column("turns").to_pylist() == [3, 4, 5]
+    assert table.column("cost").to_pylist() == [0.5, 1.0, 2.5]
+    tags = table.column("tags").to_pylist()
+    # JSON Lines lists are kept as JSON text; Parquet lists keep their type.
+    assert tags == (
+        ['["x"]', '["y", "z"]', "[]"] if input_suffix == ".jsonl" else [["x"], ["y", "z"], []]
+    )
 
 
 def test_parquet_nulls_are_fields_not_given(tmp_path: Path) -> None:
@@ -128,8 +173,9 @@ def test_column_map_reads_differently_named_columns(tmp_path: Path) -> None:
         timeout=300,
     )
     assert result.returncode == 0, result.stderr
-    run_file(write_dataset(tmp_path / "rows.jsonl", ROWS), tmp_path / "plain.jsonl")
-    assert (tmp_path / "mapped.jsonl").read_text() == (tmp_path / "plain.jsonl").read_text()
+    plain = tmp_path / "plain.jsonl"
+    run_file(write_dataset(tmp_path / "rows.jsonl", ROWS), plain, explain=True)
+    assert (tmp_path / "mapped.jsonl").read_text() == plain.read_text()
 
 
 def test_bad_column_map_names_the_option(tmp_path: Path) -> None:
@@ -229,6 +275,9 @@ def test_run_gates_exit_1_below_threshold_and_write_junit(tmp_path: Path) -> Non
     assert passing.returncode == 0, passing.stderr
     assert failing.returncode == 1
     assert "output_relevance: mean score" in failing.stderr and "below" in failing.stderr
-    assert bad.returncode == 2 and "unknown detector or metric 'toxicity'" in bad.stderr
+    assert bad.returncode == 2 and "unknown scorer 'toxicity'" in bad.stderr
     suite = junit.read_text()
-    assert suite.count("<testcase") == 3 and "<failure" in suite  # the off-topic row fails 0.99
+    # A case per row and one for the gate, which is the one failure: the file and the exit
+    # code agree.
+    assert suite.count("<testcase") == 4 and suite.count("<failure") == 1
+    assert 'name="--fail-under output_relevance=0.99"' in suite

@@ -90,8 +90,9 @@ def test_hostile_rows_cost_only_their_row(tmp_path: Path, caplog: pytest.LogCapt
     assert len(warnings) == 1  # once per run, not once per value
 
 
-def test_assay_run_exits_0_on_hostile_rows(tmp_path: Path) -> None:
-    """These rows once ended the command with exit 1, and resuming could not get past them."""
+def test_assay_run_finishes_on_hostile_rows(tmp_path: Path) -> None:
+    """These rows once ended the command with exit 1, and resuming could not get past them.
+    Now the run finishes: exit 3 says rows errored, and --allow-errors makes that 0."""
     data = hostile_jsonl(tmp_path / "rows.jsonl")
     out = tmp_path / "out.jsonl"
     finished = subprocess.run(
@@ -100,7 +101,15 @@ def test_assay_run_exits_0_on_hostile_rows(tmp_path: Path) -> None:
         text=True,
         timeout=300,
     )
-    assert finished.returncode == 0, finished.stderr
+    assert finished.returncode == 3, finished.stderr
+    assert "3 of 14 rows errored" in finished.stderr
+    allowed = subprocess.run(
+        [str(ASSAY_BIN), "run", str(data), "--out", str(out), "--allow-errors"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert allowed.returncode == 0, allowed.stderr
     assert "Traceback" not in finished.stderr
     check_hostile_output(out)
 

@@ -23,7 +23,8 @@ def test_ray_engine_gives_the_local_engines_records_and_summary(tmp_path: Path) 
     # The example rows plus one malformed line: per-row errors must survive the trip through Ray.
     data.write_text(EXAMPLES.read_text() + "{not json\n", encoding="utf-8")
     local_out, ray_out = tmp_path / "local.parquet", tmp_path / "ray.parquet"
-    local = run_file(data, local_out, options=RunOptions(batch_size=4))
+    # Explanations on in both, as `assay run` has them by default.
+    local = run_file(data, local_out, explain=True, options=RunOptions(batch_size=4))
 
     result = subprocess.run(
         [
@@ -40,6 +41,7 @@ def test_ray_engine_gives_the_local_engines_records_and_summary(tmp_path: Path) 
             "8",
             "--out",
             str(ray_out),
+            "--allow-errors",  # the unusable row is expected
         ],
         capture_output=True,
         text=True,

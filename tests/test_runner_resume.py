@@ -126,7 +126,7 @@ def test_resume_after_repeated_kills_keeps_every_row_once(tmp_path: Path, suffix
     assert not Path(f"{resumed}.parts").exists()
 
 
-def test_resume_with_other_options_is_refused_until_restart(tmp_path: Path) -> None:
+def test_resume_with_other_options_is_refused_until_overwrite(tmp_path: Path) -> None:
     data = write_jsonl(tmp_path / "rows.jsonl", make_rows(200))
     out = tmp_path / "out.jsonl"
     common = [*WITH_TEST_JUDGES, "run", str(data), "--stream-batch-size", "10", "--out", str(out)]
@@ -134,9 +134,9 @@ def test_resume_with_other_options_is_refused_until_restart(tmp_path: Path) -> N
 
     refused = subprocess.run([*common, "--judge", "light"], capture_output=True, text=True)
     assert refused.returncode == 2
-    assert "--restart" in refused.stderr and "Traceback" not in refused.stderr
+    assert "--overwrite" in refused.stderr and "Traceback" not in refused.stderr
 
-    run_to_end([*common, "--judge", "light", "--restart"])
+    run_to_end([*common, "--judge", "light", "--overwrite"])
     assert len(list(iter_output_lines(out))) == 200
 
 

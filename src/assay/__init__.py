@@ -10,7 +10,14 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from assay.client import AsyncClient, Client, DetectResponseItem
+    from assay.client import (
+        AsyncClient,
+        Client,
+        DetectResponse,
+        DetectResponseItem,
+        Job,
+        JobWaitTimeout,
+    )
     from assay.decorator import Detect, DetectResult, detect
     from assay.schema import AssayError, DetectorFailed, RequestValidationError
     from assay.transport import (
@@ -27,7 +34,14 @@ if TYPE_CHECKING:
 
 __version__ = "0.1.0"
 
-_CLIENT_NAMES = ("AsyncClient", "Client", "DetectResponseItem")
+_CLIENT_NAMES = (
+    "AsyncClient",
+    "Client",
+    "DetectResponse",
+    "DetectResponseItem",
+    "Job",
+    "JobWaitTimeout",
+)
 _DECORATOR_NAMES = ("Detect", "DetectResult", "detect")
 _TRANSPORT_NAMES = (
     "APIConnectionError",
@@ -58,10 +72,13 @@ __all__ = [
     "BadRequestError",
     "Client",
     "Detect",
+    "DetectResponse",
     "DetectResponseItem",
     "DetectResult",
     "DetectorFailed",
     "InternalServerError",
+    "Job",
+    "JobWaitTimeout",
     "NotFoundError",
     "PermissionDeniedError",
     "RateLimitError",

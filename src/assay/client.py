@@ -7,70 +7,89 @@ server's `POST /v2/detect` and its answer comes back in the same shape.
 The sync `Client` is a facade over the async code: a remote call runs on the client's own event
 loop thread (so its connection pool outlives a call), an in-process one through `run_sync`.
 Retries follow the shared policy in `assay.retries`. The `APIError` family lives in
-`assay.transport`, the `Detect` decorator and `detect()` in `assay.decorator`, which builds on
-this module; `from assay import ...` gives them all.
+`assay.transport`, the response types in `assay.responses`, the `Detect` decorator and
+`detect()` in `assay.decorator`, which builds on this module; `from assay import ...` gives
+them all.
+
+Besides `inference.detect`, a client has `jobs.retrieve(id)` and `jobs.wait(id, timeout=...)`
+for `async_mode` items (in-process too: such an item is scored at once and kept under its job
+id, so code written for a server runs unchanged), and `detections.publish(...)`, which stores
+results scored elsewhere (`assay run --publish`) on a server.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
-from collections.abc import Iterable, Mapping
+import uuid
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
+from datetime import UTC, datetime
 from functools import cached_property
 from types import TracebackType
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, TypeVar
+from urllib.parse import quote
 
 import httpx
 
 from assay._sync import LoopThread, run_sync
 from assay.detectors.evaluate import check_encodable, detect_items, parse_items
+from assay.resources import (
+    AsyncDetections,
+    AsyncInference,
+    AsyncJobs,
+    Detections,
+    Inference,
+    Jobs,
+)
+from assay.responses import DetectResponse, DetectResponseItem, Job, JobWaitTimeout
 from assay.retries import GaveUp, RetryPolicy, retry
-from assay.schema import DetectRequestItem, RequestValidationError
-from assay.transport import APIError, classify, decoded_body, status_error, transport_error
+from assay.schema import DetectorFailed, DetectRequestItem, RequestValidationError
+from assay.transport import (
+    APIError,
+    NotFoundError,
+    classify,
+    decoded_body,
+    status_error,
+    transport_error,
+)
 
-__all__ = ["AsyncClient", "Client", "DetectResponseItem"]
+__all__ = [
+    "AsyncClient",
+    "Client",
+    "DetectResponse",
+    "DetectResponseItem",
+    "Job",
+    "JobWaitTimeout",
+]
 
 logger = logging.getLogger(__name__)
 
 #: Environment variables naming the server, in order of precedence.
 BASE_URL_ENV_VARS = ("ASSAY_BASE_URL", "CLIENT_BASE_URL")
 DETECT_PATH = "/v2/detect"
+JOBS_PATH = "/v1/jobs/"
+#: The acknowledgement an accepted async item gets (the server's words).
+ACCEPTED_MESSAGE = "Data successfully sent to Assay."
+T = TypeVar("T")
 
 RequestItem: TypeAlias = Mapping[str, Any] | DetectRequestItem
 #: A request body: one item, or an iterable of items.
 DetectBody: TypeAlias = RequestItem | Iterable[RequestItem]
 
 
-class DetectResponseItem(dict[str, Any]):
-    """One response item: a plain dict (detector name -> result) that also allows attribute
-    access, so both `item.output_relevance` and `item["output_relevance"]` work and
-    `json.dumps(item)` needs nothing special."""
-
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self[name]
-        except KeyError:
-            raise AttributeError(
-                f"response item has no {name!r}; it holds: {', '.join(self) or 'nothing'}"
-            ) from None
-
-    def __dir__(self) -> list[str]:
-        return sorted({*super().__dir__(), *(key for key in self if key.isidentifier())})
-
-
 # --- responses ----------------------------------------------------------------------------------
 
 
-def _response_items(response: httpx.Response) -> list[DetectResponseItem]:
-    body = decoded_body(response)
+def _response_items(body: Any) -> DetectResponse:
     entries = [body] if isinstance(body, dict) else body
     if not isinstance(entries, list) or not all(isinstance(entry, dict) for entry in entries):
-        raise APIError(
-            "expected a JSON array of objects from the server",
-            status_code=response.status_code,
-            body=body,
-        )
-    return [DetectResponseItem(entry) for entry in entries]
+        raise APIError("expected a JSON array of objects from the server", body=body)
+    return DetectResponse(DetectResponseItem(entry) for entry in entries)
+
+
+def _now() -> str:
+    return datetime.now(UTC).replace(tzinfo=None).isoformat() + "Z"
 
 
 # --- request bodies -----------------------------------------------------------------------------
@@ -135,6 +154,8 @@ class _ClientBase:
         self._warned_about_publish = False
         # Created on first remote call, in the event loop that makes it.
         self._http: httpx.AsyncClient | None = None
+        # In-process jobs: async_mode items scored at once, kept for `jobs.retrieve`.
+        self._jobs: dict[str, Job] = {}
 
     @property
     def in_process(self) -> bool:
@@ -147,38 +168,122 @@ class _ClientBase:
             headers["Authorization"] = self.auth_header
         return headers
 
-    async def _detect_in_process(self, items: list[Any]) -> list[DetectResponseItem]:
+    async def _detect_in_process(self, items: list[Any]) -> DetectResponse:
         parsed = parse_items(items)
         if not self._warned_about_publish and any(i.publish or i.async_mode for i in parsed):
             self._warned_about_publish = True
             logger.warning(
                 "publish/async_mode need an Assay server (set base_url, $ASSAY_BASE_URL or "
-                "$CLIENT_BASE_URL); results are computed in-process and returned, not stored"
+                "$CLIENT_BASE_URL); results are computed in-process, not stored"
             )
-        results = await detect_items(parsed, judge=self.judge)
-        return [DetectResponseItem(result) for result in results]
+        now = [item for item in parsed if not item.async_mode]
+        results = iter(await detect_items(now, judge=self.judge) if now else [])
+        response = DetectResponse()
+        for item in parsed:
+            if item.async_mode:
+                response.append(DetectResponseItem(await self._job_in_process(item)))
+            else:
+                response.append(DetectResponseItem(next(results)))
+        return response
 
-    async def _detect_remote(self, items: list[Any]) -> list[DetectResponseItem]:
-        assert self.base_url is not None
+    async def _job_in_process(self, item: DetectRequestItem) -> dict[str, Any]:
+        """Score an async item now and keep the outcome under a new job id, as a server would
+        once its worker got to it; returns the server's acknowledgement."""
+        job_id = str(uuid.uuid4())
+        created = _now()
+        job: dict[str, Any] = {
+            "id": job_id,
+            "attempts": 1,
+            "application_name": item.application_name,
+            "model_name": item.model_name,
+            "created_at": created,
+            "result": None,
+            "error": None,
+        }
+        try:
+            [result] = await detect_items([item], judge=self.judge)
+        except DetectorFailed as error:
+            job.update(state="failed", error=str(error))
+        else:
+            job.update(state="done", result=result)
+        job["finished_at"] = _now()
+        self._jobs[job_id] = Job(job)
+        return {"message": ACCEPTED_MESSAGE, "status": 200, "job_id": job_id}
+
+    def _http_client(self) -> httpx.AsyncClient:
         if self._http is None:
             self._http = httpx.AsyncClient(timeout=httpx.Timeout(self.timeout))
-        http = self._http
-        url, payload, headers = self.base_url + DETECT_PATH, _wire_items(items), self._headers()
+        return self._http
 
-        async def attempt() -> list[DetectResponseItem]:
+    async def _request(self, method: str, path: str, payload: Any = None) -> Any:
+        """One call to the server, retried by the shared policy; its decoded JSON body."""
+        assert self.base_url is not None
+        http, url, headers = self._http_client(), self.base_url + path, self._headers()
+
+        async def attempt() -> Any:
             try:
-                response = await http.post(url, json=payload, headers=headers)
+                response = await http.request(method, url, json=payload, headers=headers)
             except httpx.TransportError as failure:
                 raise transport_error(failure) from None
             if not response.is_success:
                 raise status_error(response)
-            return _response_items(response)
+            # JSON, else the text: each caller checks the shape it expects and says so.
+            return decoded_body(response)
 
         policy = RetryPolicy(attempts=self.max_retries + 1)
         try:
-            return await retry(attempt, policy, classify, what=f"POST {url}")
+            return await retry(attempt, policy, classify, what=f"{method} {url}")
         except GaveUp as gave_up:
             raise gave_up.error from None
+
+    async def _detect_remote(self, items: list[Any]) -> DetectResponse:
+        return _response_items(await self._request("POST", DETECT_PATH, _wire_items(items)))
+
+    async def _retrieve_job(self, job_id: str) -> Job:
+        if self.in_process:
+            job = self._jobs.get(job_id)
+            if job is None:
+                raise NotFoundError(
+                    f"job {job_id[:64]!r} not found in this client", status_code=404
+                )
+            return Job(job)
+        body = await self._request("GET", JOBS_PATH + quote(job_id, safe=""))
+        if not isinstance(body, dict):
+            raise APIError("expected a JSON object from the server", body=body)
+        return Job(body)
+
+    async def _wait_job(self, job_id: str, timeout: float, poll_interval: float) -> Job:
+        if timeout <= 0 or poll_interval <= 0:
+            raise ValueError("timeout and poll_interval must be positive seconds")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            job = await self._retrieve_job(job_id)
+            left = deadline - loop.time()
+            if job.finished:
+                return job
+            if left <= 0:
+                raise JobWaitTimeout(job, timeout)
+            await asyncio.sleep(min(poll_interval, left))
+
+    async def _publish(
+        self,
+        application_name: str,
+        model_name: str,
+        run_id: str,
+        items: Sequence[Mapping[str, Any]],
+    ) -> dict[str, Any]:
+        if self.in_process:
+            raise RequestValidationError(
+                "base_url", "publishing results needs an Assay server: give base_url"
+            )
+        path = f"/v1/applications/{quote(application_name, safe='')}/detections"
+        payload = {"model_name": model_name, "run_id": run_id, "items": list(items)}
+        check_encodable(payload)
+        body = await self._request("POST", path, payload)
+        if not isinstance(body, dict):
+            raise APIError("expected a JSON object from the server", body=body)
+        return body
 
     async def _close_http(self) -> None:
         if self._http is not None:
@@ -205,10 +310,25 @@ class Client(_ClientBase):
         return Inference(self)
 
     @cached_property
+    def jobs(self) -> Jobs:
+        return Jobs(self)
+
+    @cached_property
+    def detections(self) -> Detections:
+        return Detections(self)
+
+    @cached_property
     def _loop(self) -> LoopThread:
         return LoopThread("assay-client")
 
-    def _detect(self, body: DetectBody) -> list[DetectResponseItem]:
+    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run one of the async implementations: on the client's loop thread when remote (its
+        connection pool lives there), else to completion here."""
+        if self.in_process:
+            return run_sync(coro)
+        return self._loop.run(coro)
+
+    def _detect(self, body: DetectBody) -> DetectResponse:
         items = _body_items(body)
         if self.in_process:
             return run_sync(self._detect_in_process(items))
@@ -243,7 +363,15 @@ class AsyncClient(_ClientBase):
     def inference(self) -> AsyncInference:
         return AsyncInference(self)
 
-    async def _detect(self, body: DetectBody) -> list[DetectResponseItem]:
+    @cached_property
+    def jobs(self) -> AsyncJobs:
+        return AsyncJobs(self)
+
+    @cached_property
+    def detections(self) -> AsyncDetections:
+        return AsyncDetections(self)
+
+    async def _detect(self, body: DetectBody) -> DetectResponse:
         items = _body_items(body)
         if self.in_process:
             return await self._detect_in_process(items)
@@ -267,32 +395,3 @@ class AsyncClient(_ClientBase):
         traceback: TracebackType | None,
     ) -> None:
         await self.aclose()
-
-
-class Inference:
-    """`client.inference`: the detection endpoint of a `Client`."""
-
-    def __init__(self, client: Client) -> None:
-        self._client = client
-
-    def detect(self, body: DetectBody) -> list[DetectResponseItem]:
-        """Score request items; returns one `DetectResponseItem` per item, in order.
-
-        body: a list of request items (dicts with `generated_text`, `user_query`, `context`,
-            `config`, ...); a single item is accepted too.
-        Raises `RequestValidationError` (in-process) or `BadRequestError` (remote) for malformed
-        items, `DetectorFailed` when a detector fails under `must_compute="all_or_none"`
-        (in-process), and the other `APIError`s for server failures.
-        """
-        return self._client._detect(body)
-
-
-class AsyncInference:
-    """`client.inference`: the detection endpoint of an `AsyncClient`."""
-
-    def __init__(self, client: AsyncClient) -> None:
-        self._client = client
-
-    async def detect(self, body: DetectBody) -> list[DetectResponseItem]:
-        """Score request items; see `Inference.detect` for the arguments and errors."""
-        return await self._client._detect(body)

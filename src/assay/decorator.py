@@ -9,7 +9,6 @@ from __future__ import annotations
 import copy
 import functools
 import inspect
-import json
 import os
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from assay._sync import run_sync
 from assay.client import AsyncClient, Client, DetectResponseItem, resolve_base_url
 from assay.detectors import DETECTORS
 from assay.detectors.evaluate import detect_items, parse_item
+from assay.responses import short_result
 
 __all__ = ["RETURNABLE_FIELDS", "Detect", "DetectResult", "detect"]
 
@@ -43,18 +43,16 @@ class DetectResult:
     detect_response: DetectResponseItem
     publish_response: list[Any] = field(default_factory=list)
 
-    def __str__(self) -> str:
-        response = json.dumps(self.detect_response, indent=2, ensure_ascii=False)
-        return (
-            f"DetectResult(status={self.status}, detect_response={response}, "
-            f"publish_response={self.publish_response!r})"
-        )
-
     def __repr__(self) -> str:
-        return (
-            f"DetectResult(status={self.status}, detect_response={dict(self.detect_response)!r}, "
-            f"publish_response={self.publish_response!r})"
+        # Scores only: the full response (every instruction and explanation) is tens of lines;
+        # `json.dumps(result.detect_response, indent=2)` shows it.
+        scores = ", ".join(
+            f"{name}={short_result(value)}" for name, value in self.detect_response.items()
         )
+        published = f", publish_response={self.publish_response!r}" if self.publish_response else ""
+        return f"DetectResult(status={self.status}, {scores}{published})"
+
+    __str__ = __repr__
 
 
 class Detect:

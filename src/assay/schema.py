@@ -196,8 +196,61 @@ class DetectorError(BaseModel):
     """Stands in for a result when a detector could not score an item (never a silent 0)."""
 
     error: Literal[True] = True
-    kind: str = Field(description="timeout, rate_limited, transport, bad_output, judge_error, ...")
+    kind: str = Field(
+        description="timeout, rate_limited, transport, bad_output, input_too_long, "
+        "content_filtered, low_confidence_answer, judge_error, ..."
+    )
     message: str
+
+
+class PublishedItem(BaseModel):
+    """One row scored elsewhere (`assay run --publish`), as sent to
+    `POST /v1/applications/{name}/detections`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    key: StrictStr = Field(
+        min_length=1,
+        max_length=MAX_NAME_CHARS,
+        description="The row's identity within its run (the runner sends its row number); the "
+        "same run_id and key are stored once however often they are sent.",
+    )
+    user_query: StrictStr | None = Field(default=None, max_length=MAX_TEXT_CHARS)
+    context: StrictStr | list[StrictStr] | None = None
+    generated_text: StrictStr = Field(max_length=MAX_TEXT_CHARS)
+    results: dict[str, DetectorResult | DetectorError] = Field(
+        min_length=1, description="Detector name -> its result, or its error object."
+    )
+
+    @field_validator("context")
+    @classmethod
+    def _bounded_context(cls, value: str | list[str] | None) -> str | list[str] | None:
+        return DetectRequestItem._bounded_context(value)
+
+    def context_documents(self) -> list[str]:
+        """The context as a list of non-blank documents."""
+        documents = [self.context] if isinstance(self.context, str) else (self.context or [])
+        return [d for d in documents if d.strip()]
+
+
+class PublishRequest(BaseModel):
+    """The body of `POST /v1/applications/{name}/detections`: rows scored elsewhere, stored
+    under the application in the path and `model_name`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model_name: StrictStr = Field(max_length=MAX_NAME_CHARS, pattern=MODEL_NAME_PATTERN)
+    run_id: StrictStr = Field(
+        min_length=1, max_length=MAX_NAME_CHARS, description="The run the items come from."
+    )
+    items: list[PublishedItem] = Field(min_length=1)
+
+    @field_validator("model_name", mode="before")
+    @classmethod
+    def _name(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            check_name(value, MODEL_NAME_PATTERN, MODEL_NAME_RULE)
+        return value
 
 
 class AssayError(Exception):
@@ -215,7 +268,9 @@ class RequestValidationError(AssayError, ValueError):
 
 class JudgeFailure(AssayError):
     """A judge backend failed to answer; `kind` is "timeout", "rate_limited", "transport" or
-    "bad_output" for an LLM call, "judge_error" for anything else."""
+    "bad_output" for an LLM call, "input_too_long" or "content_filtered" for an LLM request
+    refused for its input, "low_confidence_answer" for an LLM answer with too little yes/no
+    probability, "judge_error" for anything else."""
 
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(f"{kind}: {message}")

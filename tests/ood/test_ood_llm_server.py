@@ -56,13 +56,14 @@ async def test_llm_generator_and_judge_call_the_endpoint_and_never_guess(
 
     assert proxy.calls >= 2  # the LLM path was taken: probes and judgements asked for
     # Structured output makes even a tiny model answer in JSON, so rows really get scored. The
-    # form is negotiated once for the endpoint: llama-cpp-python refuses OpenAI's json_schema,
-    # and every later call goes straight to the json_object form it accepted.
-    forms = [body.get("response_format", {}).get("type") for body in proxy.bodies]
-    assert forms[:2] == ["json_schema", "json_object"]
-    assert set(forms[2:]) == {"json_object"}
-    # Each row's LLM calls are counted on it.
+    # form is found once for the endpoint, by the LLM layer's capability probe: llama-cpp-python
+    # refuses OpenAI's json_schema, and every call goes straight to the json_object form.
+    probed = [body.get("response_format", {}).get("type") for body in proxy.probes]
+    assert probed == ["json_schema", "json_object"]
+    assert {body["response_format"]["type"] for body in proxy.bodies} == {"json_object"}
+    # Each row's LLM calls are counted on it, and so is the probe, apart.
     assert sum(result.usage.get("calls", 0) for result in results) == proxy.calls
+    assert sum(result.usage.get("probe_calls", 0) for result in results) == len(proxy.probes)
     assert any(result.score is not None for result in results)
     for result in results:
         if result.score is None:

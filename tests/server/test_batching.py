@@ -139,7 +139,7 @@ def test_serve_configuration_errors_are_one_clear_line(
         env={"PATH": "/usr/bin:/bin"},
         cwd=str(tmp_path),
     )
-    assert finished.returncode == 1
+    assert finished.returncode == 2  # the user's to fix: unusable input
     assert message in finished.stderr
     assert "Traceback" not in finished.stderr
     assert len(finished.stderr.strip().splitlines()) == 1

@@ -107,7 +107,7 @@ export interface DetectorResult {
 export interface DetectorError {
   error: true;
   /**
-   * timeout, rate_limited, transport, bad_output, judge_error, ...
+   * timeout, rate_limited, transport, bad_output, input_too_long, content_filtered, low_confidence_answer, judge_error, ...
    */
   kind: string;
   message: string;

@@ -1,32 +1,73 @@
 """The `assay` command (Typer). One module per command group: `detect` (`detect`,
 `detectors`), `run`, `report`, `serve`, `metrics`, `ood`; options several commands take are in
-`options`, and what they share on the terminal (exit codes, one-line errors, progress bars,
-LLM usage tables, warnings) in `common`. Nothing outside this package imports it.
+`options`, and what they share on the terminal (exit codes, one-line errors, progress, LLM
+usage tables, warnings) in `common`. Nothing outside this package imports it.
 
-Exit codes: 0 ran, 1 scoring failed, 2 bad input; never a traceback.
+The grammar every command follows: booleans are `--flag/--no-flag`; a command that prints data
+takes `--json`; a user error is one red line on stderr; exit codes are those in `common`
+(0 ran, 1 a gate failed or scoring failed, 2 unusable input, 3 rows errored).
 """
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
 from assay.cli import detect, metrics, ood, report, run, serve
-from assay.cli.common import EXIT_BAD_INPUT, EXIT_FAILED
+from assay.cli.common import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    EXIT_ROWS_ERRORED,
+    OneLineErrorsGroup,
+)
 
-__all__ = ["EXIT_BAD_INPUT", "EXIT_FAILED", "app"]
+__all__ = ["EXIT_BAD_INPUT", "EXIT_FAILED", "EXIT_ROWS_ERRORED", "app"]
 
 app = typer.Typer(
     name="assay",
+    cls=OneLineErrorsGroup,
     help="Judge the outputs of LLM applications.",
+    epilog="Switches come in pairs (--explain/--no-explain); commands that print data take "
+    "--json. Exit codes: 0 ran, 1 a gate or the scoring failed, 2 unusable input, "
+    "3 rows errored (see --allow-errors).",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Click's plain help wraps to the terminal; Rich's panels cut long help at 80 columns.
+    rich_markup_mode=None,
 )
 
-app.add_typer(metrics.metrics_app, name="metrics")
-app.command("ood")(ood.ood_command)
-app.command("detect")(detect.detect_command)
+
+def _print_version(value: bool) -> None:
+    if value:
+        from assay import __version__
+
+        typer.echo(f"assay {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_print_version,
+            is_eager=True,
+            help="Print Assay's version and exit.",
+        ),
+    ] = False,
+) -> None:
+    """Judge the outputs of LLM applications."""
+
+
+# In the order a user meets them: see what is judged, judge one response, a dataset, look at
+# the results, share them, then the metrics.
 app.command("detectors")(detect.detectors_command)
-app.command("serve")(serve.serve_command)
+app.command("detect")(detect.detect_command)
 app.command("run")(run.run_command)
 app.command("report")(report.report_command)
+app.command("serve")(serve.serve_command)
+app.add_typer(metrics.metrics_app, name="metrics")
+app.command("ood")(ood.ood_command)

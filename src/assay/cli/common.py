@@ -1,17 +1,22 @@
 """What every `assay` command shares on the terminal: exit codes, one-line errors, progress
-bars, the LLM dry-run and usage tables, warnings.
+(a bar on a terminal, a line every few seconds in a log), the LLM dry-run and usage tables,
+warnings and notes.
 
 Every error ends in one red line on stderr naming the field (as its command-line option) and what
-was wrong, never a traceback. Exit codes: 0 ran, 1 scoring failed (e.g. the judge could not
-load, a gate failed), 2 bad input.
+was wrong, never a traceback or an exception's class name; usage errors (an unknown option, a
+missing argument) too. Exit codes: 0 ran, 1 a gate failed or scoring failed (e.g. the judge could
+not load), 2 unusable input, 3 some rows errored (unless `--allow-errors`).
 """
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Iterator, Mapping
+import sys
+import time
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 import typer
 from rich.console import Console
@@ -28,6 +33,10 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
+# Typer vendors its own Click; its exceptions are the ones its parser raises (version pinned).
+from typer._click import exceptions as click_errors
+from typer.core import TyperGroup
+
 from assay.schema import DetectorFailed, RequestValidationError
 
 if TYPE_CHECKING:
@@ -37,6 +46,58 @@ if TYPE_CHECKING:
 
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
+EXIT_ROWS_ERRORED = 3
+#: Seconds between progress lines when stderr is not a terminal (CI logs); tests set it to 0.
+PROGRESS_SECONDS_ENV = "ASSAY_PROGRESS_SECONDS"
+DEFAULT_PROGRESS_SECONDS = 5.0
+
+
+class OneLineErrorsGroup(TyperGroup):
+    """The root command: usage errors (unknown option, missing argument, bad value) end in one
+    line naming the problem and where help is, like every other error, instead of Click's
+    three-line usage block. Commands are listed in the order a user meets them."""
+
+    #: `assay --help` lists commands in this order (any others after them).
+    command_order = ("detectors", "detect", "run", "report", "serve", "metrics", "ood")
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        names = super().list_commands(ctx)
+        rank = {name: number for number, name in enumerate(self.command_order)}
+        return sorted(names, key=lambda name: rank.get(name, len(rank)))
+
+    def main(  # type: ignore[override]
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        try:
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click_errors.NoArgsIsHelpError as shown:  # help was printed: not an error
+            shown.show()
+            sys.exit(0)
+        except click_errors.ClickException as error:
+            context = getattr(error, "ctx", None)
+            where = f" (see '{context.command_path} --help')" if context is not None else ""
+            _error_line(f"{error.format_message().rstrip('.')}{where}")
+            sys.exit(
+                EXIT_BAD_INPUT if isinstance(error, click_errors.UsageError) else error.exit_code
+            )
+        except typer.Abort:
+            _error_line("aborted")
+            sys.exit(EXIT_FAILED)
+        if not standalone_mode:
+            return code
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+def _error_line(message: str) -> None:
+    one_line = " ".join(message.split())
+    Console(stderr=True, soft_wrap=True, highlight=False).print(
+        Text(f"error: {one_line}", style="bold red")
+    )
 
 
 def option_label(field: str, options: Mapping[str, str]) -> str:
@@ -53,9 +114,20 @@ def option_label(field: str, options: Mapping[str, str]) -> str:
 
 
 def fail(message: str, code: int) -> typer.Exit:
-    one_line = " ".join(message.split())
-    Console(stderr=True, soft_wrap=True).print(Text(f"error: {one_line}", style="bold red"))
+    """Print `message` as one red error line; returns the Exit to raise with `code`."""
+    _error_line(message)
     return typer.Exit(code)
+
+
+def outcome_code(gate_failures: Sequence[str], rows_errored: int, allow_errors: bool) -> int:
+    """The exit code of a gated command once its work is done: 1 when a gate failed, else 3 when
+    rows errored and `--allow-errors` was not given, else 0. The JUnit file follows the same
+    rule (failed gates are failures, errored rows errors unless allowed), so the two agree."""
+    if gate_failures:
+        return EXIT_FAILED
+    if rows_errored and not allow_errors:
+        return EXIT_ROWS_ERRORED
+    return 0
 
 
 @contextmanager
@@ -81,7 +153,7 @@ def reported_errors(
     except DetectorFailed as error:
         raise fail(str(error), EXIT_FAILED) from None
     except Exception as error:  # anything else still gets one line, not a traceback
-        raise fail(f"{type(error).__name__}: {error}", EXIT_FAILED) from None
+        raise fail(str(error) or type(error).__name__, EXIT_FAILED) from None
 
 
 class RateColumn(ProgressColumn):
@@ -92,19 +164,110 @@ class RateColumn(ProgressColumn):
         return Text(f"{speed:.1f} rows/s" if speed else "– rows/s", style="progress.data.speed")
 
 
+class ProgressDisplay(Protocol):
+    """What commands update as work is done: a Rich bar or `LineProgress`."""
+
+    def update(
+        self, task_id: TaskID, *, total: float | None = None, completed: float | None = None
+    ) -> None: ...
+
+
+class LineProgress:
+    """Progress for a log rather than a terminal (stderr not a TTY): a plain line every
+    `interval` seconds with rows done, rows/s and the time left, and a last line at the end.
+    A bar that redraws itself would leave only its final state in a CI log."""
+
+    def __init__(self, label: str, console: Console, interval: float) -> None:
+        self.label = label
+        self.console = console
+        self.interval = interval
+        self.total: float | None = None
+        self.completed = 0.0
+        self._start = time.monotonic()
+        self._first: float | None = None  # rows done at the first update (resumed rows)
+        self._printed_at: float | None = None
+
+    def update(
+        self, task_id: TaskID, *, total: float | None = None, completed: float | None = None
+    ) -> None:
+        if total is not None:
+            self.total = total
+        if completed is None:
+            return
+        self.completed = completed
+        if self._first is None:
+            self._first = completed
+            return
+        now = time.monotonic()
+        if self._printed_at is None or now - self._printed_at >= self.interval:
+            self._printed_at = now
+            self._print(now)
+
+    def _rate(self, now: float) -> float | None:
+        elapsed = now - self._start
+        done = self.completed - (self._first or 0.0)
+        return done / elapsed if elapsed > 0 and done > 0 else None
+
+    def _print(self, now: float) -> None:
+        rate = self._rate(now)
+        total = f"/{self.total:,.0f}" if self.total is not None else ""
+        speed = f"{rate:.1f} rows/s" if rate else "– rows/s"
+        eta = ""
+        if rate and self.total is not None:
+            eta = f", ETA {_duration((self.total - self.completed) / rate)}"
+        self.console.print(f"{self.label}: {self.completed:,.0f}{total} rows, {speed}{eta}")
+
+    def finish(self) -> None:
+        now = time.monotonic()
+        rate = self._rate(now)
+        speed = f" ({rate:.1f} rows/s)" if rate else ""
+        self.console.print(
+            f"{self.label}: {self.completed:,.0f} rows done in {_duration(now - self._start)}"
+            f"{speed}"
+        )
+
+
+def _duration(seconds: float) -> str:
+    seconds = max(0, round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, seconds = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m{seconds:02d}s" if minutes else f"{seconds}s"
+
+
+def _progress_interval() -> float:
+    try:
+        return max(0.0, float(os.environ.get(PROGRESS_SECONDS_ENV, DEFAULT_PROGRESS_SECONDS)))
+    except ValueError:
+        return DEFAULT_PROGRESS_SECONDS
+
+
 @contextmanager
-def progress_bar(label: str) -> Iterator[tuple[Progress, TaskID]]:
-    """A stderr progress bar with rows/s and ETA; set its total once known."""
+def progress_bar(label: str) -> Iterator[tuple[ProgressDisplay, TaskID]]:
+    """Progress on stderr with rows/s and ETA; set its total once known. On a terminal it is a
+    bar; otherwise (a CI log) a line every few seconds (`$ASSAY_PROGRESS_SECONDS`, default 5)."""
+    console = Console(stderr=True, highlight=False, soft_wrap=True)
+    if not console.is_terminal:
+        lines = LineProgress(label, console, _progress_interval())
+        yield lines, TaskID(0)
+        lines.finish()
+        return
     progress = Progress(
         TextColumn(label),
         BarColumn(),
         MofNCompleteColumn(),
         RateColumn(),
         TimeRemainingColumn(),
-        console=Console(stderr=True),
+        console=console,
     )
     with progress:
         yield progress, progress.add_task(label, total=None)
+
+
+def note(message: str) -> None:
+    """One plain line on stderr about what a command is doing (resuming, already complete)."""
+    Console(stderr=True, soft_wrap=True, highlight=False).print(" ".join(message.split()))
 
 
 def warn(message: str) -> None:
@@ -153,4 +316,10 @@ def print_usage(usage: Usage, rows_with_calls: int, rows: int) -> None:
         parts.append(f"{usage.escalated} instructions escalated by the cascade")
     if usage.voted:
         parts.append(f"{usage.voted} instructions answered by sampled votes (no logprobs)")
+    if usage.probe_calls:
+        parts.append(f"{usage.probe_calls} capability probe calls")
+    if usage.disagreements:
+        parts.append(
+            f"{usage.disagreements} written answers disagreed with their probability (see evidence)"
+        )
     Console(highlight=False).print("; ".join(parts), soft_wrap=True)

@@ -16,13 +16,15 @@ from assay.cli.options import (
     CascadeBand,
     DryRun,
     Explain,
+    JsonOutput,
     JudgeName,
     LLMOptions,
-    NoCache,
+    UseCache,
     apply_llm_options,
 )
 from assay.detectors import DETECTORS
 from assay.detectors.evaluate import detect_items, parse_item
+from assay.runner.gates import describe_result
 from assay.runner.rows import build_request, check_detector_names, check_judge_name
 
 #: How request fields are spelled on the command line, for error messages.
@@ -50,19 +52,24 @@ def detect_command(
         typer.Option(
             "--detector",
             "-d",
+            metavar="NAME",
             help="Detector to run (repeatable); default: every one whose inputs are given.",
         ),
     ] = None,
-    explain: Explain = False,
+    explain: Explain = True,
+    as_json: JsonOutput = False,
     judge: JudgeName = None,
-    no_cache: NoCache = False,
+    cache: UseCache = True,
     dry_run: DryRun = False,
     llm: LLMOptions = None,
     cascade_band: CascadeBand = None,
 ) -> None:
-    """Score one response and print the result JSON."""
+    """Score one response: each instruction's verdict, probability and explanation.
+
+    With --json, the response item exactly as the API returns it.
+    """
     with reported_errors(_DETECT_OPTIONS):
-        apply_llm_options(no_cache, llm, cascade_band)
+        apply_llm_options(not cache, llm, cascade_band)
         if detector:
             check_detector_names(detector)
         if judge is not None:
@@ -79,12 +86,15 @@ def detect_command(
             print_plan(llm_judge_settings(), *plan_items([item], judge))
             return
         results = run_sync(detect_items([item], judge))
-    typer.echo(json.dumps(results, indent=2, ensure_ascii=False))
+    if as_json:
+        typer.echo(json.dumps(results, indent=2, ensure_ascii=False))
+        return
+    console = Console(soft_wrap=True, highlight=False)
+    for name, result in results[0].items():
+        console.print(describe_result(name, result))
 
 
-def detectors_command(
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a tree.")] = False,
-) -> None:
+def detectors_command(as_json: JsonOutput = False) -> None:
     """List the detectors, their inputs and their instructions."""
     if as_json:
         listing = [

@@ -10,18 +10,19 @@ from rich.console import Console
 from rich.table import Table
 
 from assay.cli.common import reported_errors
+from assay.cli.options import JsonOutput
 from assay.metrics.manifest import all_manifests, get_manifest, render_manifest
 from assay.schema import RequestValidationError
 
 metrics_app = typer.Typer(
-    help="List and show the manifests of Assay's metrics and detectors.", no_args_is_help=True
+    help="List and show the manifests of Assay's metrics and detectors.",
+    no_args_is_help=True,
+    rich_markup_mode=None,  # plain help, as for every other command (whole at 80 columns)
 )
 
 
 @metrics_app.command("list")
-def list_metrics(
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
-) -> None:
+def list_metrics(as_json: JsonOutput = False) -> None:
     """List every metric and detector with its kind, version and required columns."""
     with reported_errors({}, bad_input=(KeyError, ValueError)):
         manifests = all_manifests()
@@ -53,13 +54,14 @@ def list_metrics(
 @metrics_app.command("show")
 def show_metric(
     name: Annotated[str, typer.Argument(help="Metric or detector name, e.g. llm.ood_detection.")],
+    as_json: JsonOutput = False,
     fmt: Annotated[
-        str, typer.Option("--format", "-f", help="Output format: yaml or json.")
+        str, typer.Option("--format", "-f", help="yaml or json (--json is the same as json).")
     ] = "yaml",
 ) -> None:
-    """Print one manifest in full."""
+    """Print one manifest in full (YAML; JSON with --json)."""
     with reported_errors({}, bad_input=(KeyError, ValueError)):
         if fmt not in ("yaml", "json"):
             raise RequestValidationError("--format", f"must be yaml or json (got {fmt!r})")
-        text = render_manifest(get_manifest(name), "json" if fmt == "json" else "yaml")
+        text = render_manifest(get_manifest(name), "json" if as_json or fmt == "json" else "yaml")
     typer.echo(text.rstrip("\n"))

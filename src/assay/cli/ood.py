@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -20,6 +21,7 @@ from rich.text import Text
 
 from assay._sync import run_sync
 from assay.cli.common import EXIT_FAILED, fail, print_usage, progress_bar, reported_errors, warn
+from assay.cli.options import JsonOutput
 from assay.judges.usage import Usage
 from assay.metrics.ood.config import OODMetricConfig, parse_config
 from assay.metrics.ood.profile import UseCaseProfile, load_profile
@@ -75,9 +77,15 @@ def ood_command(
     ] = "reply",
     system_prompt: Annotated[
         bool,
-        typer.Option("--system-prompt", help="Send the profile as system prompt (openai kind)."),
+        typer.Option(
+            "--system-prompt/--no-system-prompt",
+            help="Send the profile as system prompt (openai kind).",
+        ),
     ] = False,
-    explain: Annotated[bool, typer.Option("--explain", help="Show the judge's evidence.")] = False,
+    explain: Annotated[
+        bool, typer.Option("--explain/--no-explain", help="Show the judge's evidence.")
+    ] = False,
+    as_json: JsonOutput = False,
     out: Annotated[
         Path | None, typer.Option("--out", "-o", help="Also write per-row results as JSONL.")
     ] = None,
@@ -119,15 +127,21 @@ def ood_command(
             with out.open("w", encoding="utf-8") as handle:
                 for result in results:
                     handle.write(json.dumps(result.to_dict(), ensure_ascii=False) + "\n")
-    _print_cases(results, explain)
     summary = summarize(results)
-    _print_summary(summary, profile)
+    if as_json:
+        rows = [result.to_dict() for result in results]
+        typer.echo(json.dumps({"rows": rows, "summary": asdict(summary)}, indent=2))
+    else:
+        _print_cases(results, explain)
+    if not as_json:
+        _print_summary(summary, profile)
     print_probe_warnings(summary)
     usage = Usage()
     for result in results:
         usage.add(Usage.from_dict(dict(result.usage)))
-    print_usage(usage, sum(1 for r in results if r.usage.get("calls")), len(results))
-    if out is not None:
+    if not as_json:
+        print_usage(usage, sum(1 for r in results if r.usage.get("calls")), len(results))
+    if out is not None and not as_json:
         Console(highlight=False).print(f"wrote {out}", soft_wrap=True)
     if summary.rows_scored == 0:
         raise fail(

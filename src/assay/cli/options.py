@@ -11,42 +11,77 @@ import typer
 
 from assay.schema import RequestValidationError
 
-Explain = Annotated[bool, typer.Option("--explain", help="Include explanations.")]
+Explain = Annotated[
+    bool,
+    typer.Option(
+        "--explain/--no-explain",
+        help="Ask every detector for an explanation of each verdict (sets `explain` in its "
+        "config either way).",
+    ),
+]
 JudgeName = Annotated[
     str | None,
-    typer.Option("--judge", help="Judge backend: embedded (default), openai or cascade."),
+    typer.Option(
+        "--judge", metavar="NAME", help="Judge backend: embedded (default), openai or cascade."
+    ),
 ]
 FailUnder = Annotated[
     list[str] | None,
     typer.Option(
         "--fail-under",
-        help="NAME=THRESHOLD: exit 1 when NAME's mean score is below it (repeatable).",
+        metavar="SCORER=THRESHOLD",
+        help="Exit 1 when the scorer's mean score is below the threshold; rows it could not "
+        "score count as failures (repeatable).",
     ),
 ]
 Junit = Annotated[
-    Path | None, typer.Option("--junit", help="Also write JUnit XML, one test case per row.")
+    Path | None,
+    typer.Option(
+        "--junit",
+        metavar="FILE",
+        help="Also write JUnit XML: a test case per row and per gate; failures and errors "
+        "match the exit code.",
+    ),
 ]
-NoCache = Annotated[
-    bool, typer.Option("--no-cache", help="LLM judge: neither read nor write the call cache.")
+AllowErrors = Annotated[
+    bool,
+    typer.Option(
+        "--allow-errors/--no-allow-errors",
+        help="Exit 0 (not 3) when rows errored; their JUnit cases are skipped, not errors.",
+    ),
+]
+JsonOutput = Annotated[
+    bool, typer.Option("--json/--no-json", help="Print JSON on stdout instead of tables.")
+]
+UseCache = Annotated[
+    bool,
+    typer.Option(
+        "--cache/--no-cache",
+        help="LLM judge: read and write the call cache; off, it does neither.",
+    ),
 ]
 DryRun = Annotated[
     bool,
     typer.Option(
-        "--dry-run", help="Print the LLM calls and estimated tokens, then stop (no call made)."
+        "--dry-run/--no-dry-run",
+        help="Print the LLM calls and estimated tokens, then stop (no call made).",
     ),
 ]
 LLMOptions = Annotated[
     list[str] | None,
     typer.Option(
         "--llm",
-        help="LLM judge setting as name=value (repeatable), e.g. base_url=http://127.0.0.1:8080/v1,"
-        " model=..., strategy=fields|per_instruction, votes=5, call_timeout=60 (see README).",
+        metavar="NAME=VALUE",
+        help="LLM judge setting (repeatable), e.g. base_url=http://127.0.0.1:8080/v1, "
+        "model=..., strategy=fields|per_instruction, votes=5, call_timeout=60 (see README).",
     ),
 ]
 CascadeBand = Annotated[
     str | None,
     typer.Option(
-        "--cascade-band", help="low,high: embedded probabilities sent to the LLM (0.3,0.7)."
+        "--cascade-band",
+        metavar="LOW,HIGH",
+        help="Embedded probabilities sent on to the LLM (default 0.3,0.7).",
     ),
 ]
 

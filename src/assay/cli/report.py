@@ -1,20 +1,31 @@
-"""`assay report`: an HTML page and terminal tables for a run's output, with optional gates."""
+"""`assay report`: an HTML page and terminal tables (or JSON) for a run's output, optionally
+compared with a baseline run, with CI gates (`--fail-under`, `--fail-on-regression`, JUnit)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.progress import Progress, TextColumn
 
-from assay.cli.common import EXIT_FAILED, RateColumn, fail, reported_errors
-from assay.cli.options import FailUnder, Junit
+from assay.cli.common import (
+    EXIT_ROWS_ERRORED,
+    RateColumn,
+    fail,
+    outcome_code,
+    reported_errors,
+)
+from assay.cli.options import AllowErrors, FailUnder, JsonOutput, Junit
 from assay.runner import gates
 from assay.runner.output import iter_output_lines
 from assay.schema import RequestValidationError
+
+if TYPE_CHECKING:
+    from assay.report.compare import Comparison
 
 
 def _counted(lines: Iterator[dict[str, Any]], label: str) -> Iterator[dict[str, Any]]:
@@ -44,48 +55,141 @@ _REPORT_OPTIONS = {
     "html": "--html",
     "label_column": "--label-column",
     "junit": "--junit",
+    "baseline": "--baseline",
+    "fail_on_regression": "--fail-on-regression",
 }
 
 
+def _outputs(paths: list[Path], baseline: Path | None) -> tuple[Path | None, Path]:
+    """(baseline, output) from `OUTPUT`, `BASELINE OUTPUT` or `OUTPUT --baseline BASELINE`."""
+    if len(paths) > 2:
+        raise RequestValidationError(
+            "OUTPUT", f"give one output, or two to compare; got {len(paths)}"
+        )
+    if len(paths) == 2:
+        if baseline is not None:
+            raise RequestValidationError(
+                "baseline", "give the baseline as the first of two outputs or with --baseline"
+            )
+        return paths[0], paths[1]
+    return baseline, paths[0]
+
+
 def report_command(
-    output: Annotated[Path, typer.Argument(help="A run's output file: .jsonl or .parquet.")],
+    paths: Annotated[
+        list[Path],
+        typer.Argument(
+            metavar="OUTPUT [CANDIDATE]",
+            help="A run's output (.jsonl or .parquet); with two, the first is the baseline the "
+            "second is compared with.",
+            show_default=False,
+        ),
+    ],
+    baseline: Annotated[
+        Path | None,
+        typer.Option(
+            "--baseline", metavar="OUTPUT", help="Compare with this earlier run's output."
+        ),
+    ] = None,
     html: Annotated[
         Path | None,
-        typer.Option("--html", help="HTML file to write (default: <output>.report.html)."),
+        typer.Option(
+            "--html", metavar="FILE", help="HTML file to write (default: <output>.report.html)."
+        ),
     ] = None,
     label_column: Annotated[
         str | None,
         typer.Option(
-            "--label-column", help="Column with gold labels (default: label, gold or gold_label)."
+            "--label-column",
+            metavar="COLUMN",
+            help="Column with gold labels (default: label, gold or gold_label).",
         ),
     ] = None,
     fail_under: FailUnder = None,
+    fail_on_regression: Annotated[
+        bool,
+        typer.Option(
+            "--fail-on-regression/--no-fail-on-regression",
+            help="Exit 1 when a scorer's mean fell against the baseline beyond the noise (its "
+            "paired 95% interval is wholly below zero).",
+        ),
+    ] = False,
     junit: Junit = None,
+    allow_errors: AllowErrors = False,
+    as_json: JsonOutput = False,
 ) -> None:
-    """Report on a run's output: an HTML page with charts, summary tables, optional CI gates."""
+    """Report on a run's output, or compare two: an HTML page, tables, CI gates.
+
+    Exit codes: 0 ran, 1 a gate failed, 2 unusable input; when gating (--fail-under,
+    --fail-on-regression or --junit), 3 when rows errored (unless --allow-errors).
+    """
     # Imported here, not at the top: numpy and jinja2 would slow every other command's start.
     from assay import __version__
     from assay import report as reporting
+    from assay.report.json_view import report_json
 
     with reported_errors(_REPORT_OPTIONS):
+        base, output = _outputs(paths, baseline)
+        if fail_on_regression and base is None:
+            raise RequestValidationError("fail_on_regression", "needs a baseline to compare with")
         thresholds = gates.parse_fail_under(fail_under or [])
         tally = reporting.collect(_counted(iter_output_lines(output), "reading"), label_column)
         if label_column and tally.gold_column is None:
             raise RequestValidationError(
                 "label_column", f"no row of {output} has a column {label_column!r}"
             )
-        failures = gates.check_fail_under(tally.means(), thresholds)
+        comparison = None
+        if base is not None:
+            comparison = reporting.compare(
+                _counted(iter_output_lines(base), "reading the baseline"),
+                iter_output_lines(output),
+                (str(base), str(output)),
+                thresholds,
+                baseline_again=iter_output_lines(base),
+            )
+        gate_cases = gates.fail_under_gates(tally.gate_figures(), thresholds)
+        if fail_on_regression and comparison is not None:
+            gate_cases += _regression_gates(comparison)
+        failures = [gate.failure for gate in gate_cases if gate.failure]
         built = reporting.build_report(tally, str(output), thresholds, failures)
         page = html or reporting.default_report_path(output)
-        reporting.write_html(built, page, __version__)
+        reporting.write_html(built, page, __version__, comparison)
         written = [str(page)]
         if junit is not None:
             suite = "assay." + output.stem.replace(".", "_")
             lines = _counted(iter_output_lines(output), "writing JUnit")
-            gates.write_junit(lines, junit, thresholds, suite_name=suite)
+            gates.write_junit(
+                lines, junit, thresholds, suite, gates=gate_cases, allow_errors=allow_errors
+            )
             written.append(str(junit))
-    console = Console(highlight=False)
-    reporting.print_report(built, console)
-    console.print(f"wrote {' and '.join(written)}", soft_wrap=True)
-    if failures:
-        raise fail("; ".join(failures), EXIT_FAILED)
+    if as_json:
+        data = report_json(built, comparison)
+        data["gates"] = [
+            {"gate": g.name, "passed": g.failure is None, "message": g.failure} for g in gate_cases
+        ]
+        typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
+    else:
+        console = Console(highlight=False)
+        reporting.print_report(built, console)
+        if comparison is not None:
+            reporting.print_comparison(comparison, console)
+        console.print(f"wrote {' and '.join(written)}", soft_wrap=True)
+    gating = bool(thresholds or fail_on_regression or junit is not None)
+    code = outcome_code(failures, tally.rows_with_errors if gating else 0, allow_errors)
+    if code == EXIT_ROWS_ERRORED:
+        raise fail(
+            f"{tally.rows_with_errors} of {tally.rows} rows errored in {output}; pass "
+            "--allow-errors to exit 0",
+            code,
+        )
+    if code:
+        raise fail("; ".join(failures), code)
+
+
+def _regression_gates(comparison: Comparison) -> list[gates.GateCase]:
+    """One gate per scorer compared: failed when its mean fell beyond the noise."""
+    failed = {message.split(":", 1)[0]: message for message in comparison.regressions()}
+    return [
+        gates.GateCase(f"--fail-on-regression {s.name}", failed.get(s.name))
+        for s in comparison.scorers
+    ]

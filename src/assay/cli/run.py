@@ -6,52 +6,59 @@ draws the progress bar, prints the summary and applies the CI gates.
 
 from __future__ import annotations
 
+import json
+from dataclasses import asdict
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from assay._sync import run_sync
 from assay.cli.common import (
-    EXIT_FAILED,
+    EXIT_BAD_INPUT,
+    EXIT_ROWS_ERRORED,
     fail,
+    note,
+    outcome_code,
     print_plan,
-    print_usage,
     progress_bar,
     reported_errors,
 )
-from assay.cli.ood import print_probe_warnings
 from assay.cli.options import (
     LLM_OPTION_LABELS,
+    AllowErrors,
     CascadeBand,
     DryRun,
-    Explain,
     FailUnder,
+    JsonOutput,
     JudgeName,
     Junit,
     LLMOptions,
-    NoCache,
+    UseCache,
     apply_llm_options,
 )
+from assay.cli.publishing import PUBLISH_OPTIONS, ClientPublisher, build_publisher
+from assay.cli.scorers import manifest_stream_batch_size, run_scorer
+from assay.cli.summaries import print_published, print_run_summary
 from assay.runner import gates
 from assay.runner.io import count_rows
 from assay.runner.local import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_STREAM_BATCH_SIZE,
+    RunControl,
     RunOptions,
     prepare_run,
-    run_file,
+    run_file_async,
 )
-from assay.runner.metric_rows import MetricScorer, check_metric_name, read_config_text
+from assay.runner.metric_rows import MetricScorer
 from assay.runner.output import iter_output_lines
+from assay.runner.publish import PUBLISH_BATCH_SIZE
 from assay.runner.ray_engine import run_file_ray_async
 from assay.runner.retry import retry_failed_async
 from assay.runner.rows import DetectorScorer
-from assay.runner.summary import PASS_THRESHOLD, RunSummary
+from assay.runner.summary import RunSummary
 from assay.schema import RequestValidationError
 
 _RUN_OPTIONS = {
@@ -67,6 +74,7 @@ _RUN_OPTIONS = {
     "metric": "--metric",
     "config": "--config",
     "dry_run": "--dry-run",
+    **PUBLISH_OPTIONS,
     **LLM_OPTION_LABELS,
 }
 
@@ -79,36 +87,61 @@ class Engine(StrEnum):
 
 
 def run_command(
-    file: Annotated[Path, typer.Argument(help="Dataset to score: .jsonl, .csv or .parquet.")],
+    file: Annotated[
+        Path,
+        typer.Argument(metavar="FILE", help="Dataset to score: .jsonl, .csv or .parquet."),
+    ],
     detector: Annotated[
         list[str] | None,
         typer.Option(
             "--detector",
             "-d",
+            metavar="NAME",
             help="Detector to run (repeatable); default: per row, every one it has inputs for.",
         ),
     ] = None,
     metric: Annotated[
         str | None,
-        typer.Option("--metric", "-m", help="Score with a metric instead, e.g. llm.ood_detection."),
+        typer.Option(
+            "--metric",
+            "-m",
+            metavar="NAME",
+            help="Score with a metric instead, e.g. llm.ood_detection.",
+        ),
     ] = None,
     config: Annotated[
         Path | None,
-        typer.Option("--config", help="The metric's run config (YAML/JSON; with a sut: block)."),
+        typer.Option(
+            "--config",
+            metavar="FILE",
+            help="The metric's run config (YAML/JSON; with a sut: block).",
+        ),
     ] = None,
     out: Annotated[
         Path | None,
         typer.Option(
-            "--out", "-o", help="Output .jsonl or .parquet (default: <input stem>.scored.jsonl)."
+            "--out",
+            "-o",
+            metavar="FILE",
+            help="Output .jsonl or .parquet (default: <input stem>.scored.jsonl).",
         ),
     ] = None,
-    explain: Explain = False,
+    explain: Annotated[
+        bool | None,
+        typer.Option(
+            "--explain/--no-explain",
+            help="Explanations for every verdict (sets `explain` in each detector's config). "
+            "Default: on for detectors, off for metrics.",
+            show_default=False,
+        ),
+    ] = None,
     judge: JudgeName = None,
     column: Annotated[
         list[str] | None,
         typer.Option(
             "--map",
-            help="Use a differently named column: FIELD=COLUMN, e.g. generated_text=answer "
+            metavar="FIELD=COLUMN",
+            help="Read a field from a differently named column, e.g. generated_text=answer "
             "(repeatable).",
         ),
     ] = None,
@@ -129,14 +162,26 @@ def run_command(
     ] = 1,
     row_timeout: Annotated[
         float | None,
-        typer.Option("--row-timeout", help="Seconds a row may take before it is a timeout error."),
+        typer.Option(
+            "--row-timeout",
+            metavar="SECONDS",
+            help="Seconds a row may take before it is a timeout error.",
+        ),
     ] = None,
-    restart: Annotated[
-        bool, typer.Option("--restart", help="Ignore an unfinished run's checkpoint; start over.")
+    overwrite: Annotated[
+        bool,
+        typer.Option(
+            "--overwrite/--no-overwrite",
+            help="Start over: replace a finished output, or drop an unfinished run's checkpoint.",
+        ),
     ] = False,
+    restart: Annotated[bool, typer.Option("--restart", hidden=True)] = False,
     retry_failed: Annotated[
         bool,
-        typer.Option("--retry-failed", help="Rescore only the failed rows of a finished run."),
+        typer.Option(
+            "--retry-failed/--no-retry-failed",
+            help="Rescore only the failed rows of a finished run.",
+        ),
     ] = False,
     engine: Annotated[
         Engine, typer.Option("--engine", help="local: this process; ray: judge actors on Ray.")
@@ -147,21 +192,72 @@ def run_command(
     ] = None,
     fail_under: FailUnder = None,
     junit: Junit = None,
-    no_cache: NoCache = False,
+    allow_errors: AllowErrors = False,
+    publish: Annotated[
+        bool,
+        typer.Option(
+            "--publish/--no-publish",
+            help="Send the scored rows to an Assay server's dashboard (resumable).",
+        ),
+    ] = False,
+    base_url: Annotated[
+        str | None,
+        typer.Option(
+            "--base-url", metavar="URL", help="Server to publish to (default: $ASSAY_BASE_URL)."
+        ),
+    ] = None,
+    api_key: Annotated[
+        str | None,
+        typer.Option(
+            "--api-key",
+            metavar="KEY",
+            envvar="ASSAY_API_KEY",
+            help="API key for the server (default: $ASSAY_API_KEY).",
+            show_envvar=False,
+        ),
+    ] = None,
+    application_name: Annotated[
+        str | None,
+        typer.Option("--application-name", metavar="NAME", help="Application to publish under."),
+    ] = None,
+    model_name: Annotated[
+        str | None,
+        typer.Option("--model-name", metavar="NAME", help="Model to publish under."),
+    ] = None,
+    publish_batch_size: Annotated[
+        int,
+        typer.Option(
+            "--publish-batch-size",
+            min=1,
+            help="Rows per publish request (at most the server's --max-batch-items).",
+        ),
+    ] = PUBLISH_BATCH_SIZE,
+    as_json: JsonOutput = False,
+    cache: UseCache = True,
     dry_run: DryRun = False,
     llm: LLMOptions = None,
     cascade_band: CascadeBand = None,
 ) -> None:
-    """Score every row of a dataset; write one record per row and a summary.
+    """Score a dataset: one output record per row, and a summary.
 
-    An interrupted run continues where it stopped when started again with the same command.
+    An interrupted run continues where it stopped when the same command is run again. Exit
+    codes: 0 ran, 1 a --fail-under gate failed, 2 unusable input (no row could be scored),
+    3 rows errored (unless --allow-errors).
     """
     with reported_errors(_RUN_OPTIONS):
-        apply_llm_options(no_cache, llm, cascade_band)
-        scorer = _run_scorer(detector, metric, config, explain, judge, column)
+        apply_llm_options(not cache, llm, cascade_band)
+        scorer = run_scorer(detector, metric, config, explain, judge, column)
         if stream_batch_size is None:
-            stream_batch_size = _manifest_stream_batch_size(metric)
+            stream_batch_size = manifest_stream_batch_size(metric)
         options = RunOptions(batch_size, stream_batch_size, workers, row_timeout)
+        publisher = None
+        if publish and retry_failed:
+            raise RequestValidationError("publish", "does not apply with --retry-failed")
+        if publish:
+            detector_run = isinstance(scorer, DetectorScorer)
+            publisher = build_publisher(
+                base_url, api_key, application_name, model_name, detector_run
+            )
         # Checked up front too, so an unusable run fails before a progress bar is drawn.
         output = prepare_run(file, out, scorer, options)
         thresholds = gates.parse_fail_under(fail_under or [], known=scorer.score_names)
@@ -173,133 +269,117 @@ def run_command(
             print_plan(llm_judge_settings(), *plan_rows(file, scorer))
             return
         total = count_rows(file)
-        with progress_bar("retrying" if retry_failed else "scoring") as (progress, task):
-            if retry_failed:
-                summary, retried = run_sync(
-                    retry_failed_async(
-                        file,
-                        output,
-                        scorer,
-                        options,
-                        lambda done: progress.update(task, completed=done),
-                    )
-                )
-                progress.update(task, total=retried)
-            elif engine is Engine.ray:
-                progress.update(task, total=total)
-                summary = run_sync(
-                    run_file_ray_async(
-                        file,
-                        output,
-                        scorer,
-                        options,
-                        address=address,
-                        restart=restart,
-                        on_progress=lambda done: progress.update(task, completed=done),
-                    )
-                )
-            else:
-                progress.update(task, total=total)
-                summary = run_file(
-                    file,
-                    output,
-                    scorer=scorer,
-                    options=options,
-                    restart=restart,
-                    on_progress=lambda done: progress.update(task, completed=done),
-                )
+        control = RunControl(
+            overwrite=overwrite or restart,
+            keep_finished=True,
+            on_resume=lambda done: note(_resume_message(done, total, output)),
+            publisher=publisher,
+            publish_batch_size=publish_batch_size,
+        )
+        summary = _score(
+            file, output, scorer, options, control, (retry_failed, engine, address, total)
+        )
+        if summary.already_complete:
+            note(
+                f"{output} already holds this run ({summary.rows:,} rows); nothing to score. "
+                "Pass --overwrite to score it again."
+            )
+        unusable = summary.rows_unscored
+        gate_cases = gates.fail_under_gates(summary.gate_figures(), thresholds)
+        failures = [gate.failure for gate in gate_cases if gate.failure]
         if junit is not None:
             suite = "assay." + output.stem.replace(".", "_")
-            gates.write_junit(iter_output_lines(output), junit, thresholds, suite_name=suite)
-    _print_summary(summary)
-    if junit is not None:
-        Console(highlight=False).print(f"wrote {junit}", soft_wrap=True)
-    failures = gates.check_fail_under(summary.unrounded_means(), thresholds)
-    if failures:
-        raise fail("; ".join(failures), EXIT_FAILED)
-
-
-def _run_scorer(
-    detector: list[str] | None,
-    metric: str | None,
-    config: Path | None,
-    explain: bool,
-    judge: str | None,
-    column: list[str] | None,
-) -> DetectorScorer | MetricScorer:
-    column_map = parse_column_map(column or [])
-    if metric is None:
-        if config is not None:
-            raise RequestValidationError("config", "only applies with --metric")
-        return DetectorScorer(tuple(detector) if detector else None, explain, judge, column_map)
-    if detector:
-        raise RequestValidationError("detector", "give --detector or --metric, not both")
-    if judge is not None:
-        raise RequestValidationError("judge", "metrics choose their judge from the environment")
-    check_metric_name(metric)
-    return MetricScorer(metric, read_config_text(config), explain, column_map)
-
-
-def _manifest_stream_batch_size(metric: str | None) -> int:
-    if metric is None:
-        return DEFAULT_STREAM_BATCH_SIZE
-    from assay.metrics.manifest import get_manifest
-
-    return get_manifest(metric).execution.stream_batch_size
-
-
-def parse_column_map(specs: list[str]) -> tuple[tuple[str, str], ...]:
-    """`["generated_text=answer"]` -> `(("generated_text", "answer"),)`; field "map" on error."""
-    pairs = []
-    for spec in specs:
-        wanted, sep, present = spec.partition("=")
-        if not sep or not wanted.strip() or not present.strip():
-            raise RequestValidationError("map", f"expected FIELD=COLUMN, got {spec!r}")
-        pairs.append((wanted.strip(), present.strip()))
-    return tuple(pairs)
-
-
-def _percent(value: float | None) -> str:
-    return "–" if value is None else f"{value:.0%}"
-
-
-def _print_summary(summary: RunSummary) -> None:
-    console = Console(highlight=False)
-    table = Table(title=f"{summary.rows} rows from {summary.input_path}")
-    table.add_column("detector", style="bold")
-    table.add_column("scored", justify="right")
-    table.add_column("mean score", justify="right")
-    table.add_column(f"score ≥ {PASS_THRESHOLD}", justify="right")
-    table.add_column("errored", justify="right")
-    rates = Table(title="instruction pass rates")
-    rates.add_column("detector", style="bold")
-    rates.add_column("instruction")
-    rates.add_column("followed", justify="right")
-    for name, numbers in summary.detectors.items():
-        table.add_row(
-            name,
-            str(numbers.rows_scored),
-            "–" if numbers.mean_score is None else f"{numbers.mean_score:.3f}",
-            _percent(numbers.share_passing),
-            Text(str(numbers.rows_errored), style="red" if numbers.rows_errored else ""),
+            gates.write_junit(
+                iter_output_lines(output),
+                junit,
+                thresholds,
+                suite_name=suite,
+                gates=gate_cases,
+                allow_errors=allow_errors and not unusable,
+            )
+    published = control.published
+    if as_json:
+        report = {**summary.to_dict(), "gates": _gates_json(gate_cases)}
+        if published is not None:
+            report["published"] = asdict(published)
+        typer.echo(json.dumps(report, indent=2, ensure_ascii=False))
+    else:
+        print_run_summary(summary)
+        if published is not None and publisher is not None:
+            print_published(published, publisher.target)
+        if junit is not None:
+            Console(highlight=False).print(f"wrote {junit}", soft_wrap=True)
+    if unusable:
+        raise fail(
+            f"no row of {file} could be scored: all {summary.rows} were rejected "
+            f"({_by_field(summary)}); see their 'error' fields in {output}",
+            EXIT_BAD_INPUT,
         )
-        for check, rate in numbers.instruction_pass_rates().items():
-            rates.add_row(name, check, _percent(rate))
-        rates.add_section()
-    console.print(table)
-    if summary.detectors:
-        console.print(rates)
-    if summary.rows_failed:
-        console.print(
-            Text(
-                f"{summary.rows_failed} of {summary.rows} rows failed validation; "
-                f"see their 'error' field in {summary.output_path}",
-                style="yellow",
-            ),
-            soft_wrap=True,
+    code = outcome_code(failures, summary.rows_with_errors, allow_errors)
+    if code == EXIT_ROWS_ERRORED:
+        raise fail(
+            f"{summary.rows_with_errors} of {summary.rows} rows errored (see their errors in "
+            f"{output}, or rescore them with --retry-failed); pass --allow-errors to exit 0",
+            code,
         )
-    for numbers in summary.detectors.values():
-        if numbers.metric_tally is not None:
-            print_probe_warnings(numbers.metric_tally.summary())
-    print_usage(summary.usage, summary.rows_with_calls, summary.rows)
-    console.print(f"wrote {summary.output_path} and {summary.summary_path}", soft_wrap=True)
+    if code:
+        raise fail("; ".join(failures), code)
+
+
+def _score(
+    file: Path,
+    output: Path,
+    scorer: DetectorScorer | MetricScorer,
+    options: RunOptions,
+    control: RunControl,
+    how: tuple[bool, Engine, str | None, int],
+) -> RunSummary:
+    """Run the scoring with a progress display; closes the publisher's connections after.
+
+    how: --retry-failed, --engine, --address and the number of input rows.
+    """
+    retry_failed, engine, address, total = how
+
+    async def scored() -> RunSummary:
+        try:
+            if retry_failed:
+                summary, _ = await retry_failed_async(
+                    file, output, scorer, options, control.on_progress
+                )
+                return summary
+            if engine is Engine.ray:
+                return await run_file_ray_async(
+                    file, output, scorer, options, address=address, control=control
+                )
+            return await run_file_async(
+                file, output, scorer=scorer, options=options, control=control
+            )
+        finally:
+            if isinstance(control.publisher, ClientPublisher):
+                await control.publisher.close()
+
+    with progress_bar("retrying" if retry_failed else "scoring") as (progress, task):
+        progress.update(task, total=total)
+        control.on_progress = lambda done: progress.update(task, completed=done)
+        return run_sync(scored())
+
+
+def _resume_message(done: int, total: int, output: Path) -> str:
+    if done >= total:
+        return f"resuming {output}: all {total:,} rows are scored; finishing the run"
+    return f"resuming from row {done + 1:,} of {total:,} ({output} has the rows before it)"
+
+
+def _by_field(summary: RunSummary) -> str:
+    fields: dict[str, int] = {}
+    for failure in summary.failures:
+        name = str(failure.get("field", "row"))
+        fields[name] = fields.get(name, 0) + 1
+    return ", ".join(f"{name}: {count}" for name, count in fields.items()) or "invalid rows"
+
+
+def _gates_json(cases: list[gates.GateCase]) -> list[dict[str, object]]:
+    return [
+        {"gate": case.name, "passed": case.failure is None, "message": case.failure}
+        for case in cases
+    ]

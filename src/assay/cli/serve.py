@@ -9,6 +9,8 @@ import typer
 
 from assay.cli.common import reported_errors
 
+_SERVE_OPTIONS = {"database_url": "--database-url", "api_keys_file": "--api-keys-file"}
+
 
 def serve_command(
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
@@ -25,9 +27,13 @@ def serve_command(
         Path | None,
         typer.Option(help="File with one API key per line (also $ASSAY_API_KEYS_FILE)."),
     ] = None,
-    no_auth: Annotated[
-        bool, typer.Option("--no-auth", help="Accept requests without a key (local use only).")
-    ] = False,
+    auth: Annotated[
+        bool,
+        typer.Option(
+            "--auth/--no-auth",
+            help="Check API keys; --no-auth accepts requests without one (local use only).",
+        ),
+    ] = True,
     max_in_flight: Annotated[
         int, typer.Option(min=1, help="Detect requests handled at once; more get 429.")
     ] = 64,
@@ -42,11 +48,13 @@ def serve_command(
     """Run the HTTP API, the async job worker and the dashboard."""
     from assay.server.serve import build_settings, run_server  # the server stack loads only here
 
-    with reported_errors({}):
+    # A bad setting (no API keys, an unreadable keys file, a database that cannot be prepared)
+    # is the user's to fix: one line, exit 2.
+    with reported_errors(_SERVE_OPTIONS, bad_input=(ValueError,)):
         settings = build_settings(
             database_url=database_url,
             api_keys_file=api_keys_file,
-            no_auth=no_auth,
+            no_auth=not auth,
             max_in_flight=max_in_flight,
             max_batch_items=max_batch_items,
             job_lease_seconds=job_lease_seconds,

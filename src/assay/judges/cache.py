@@ -1,9 +1,11 @@
 """A content-addressed on-disk cache of judge calls, in one SQLite file.
 
-The key is a hash of everything that decides a call's answer (endpoint model, prompt version,
-the prompt itself, sampling parameters), so a repeated run over the same rows makes no calls,
-and any change to those makes a fresh call. Entries expire after a time to live. The cache is
-an optimisation: if the file cannot be opened or read, the judge logs it and calls the endpoint.
+The key is a hash of everything that decides a call's answer (for LLM calls,
+`openai/endpoint.call_key`: who answers, the response format, the whole request, the prompt
+version), so a repeated run over the same rows makes no calls, and any change to those makes a
+fresh call. What goes in is decided by the caller: only real, readable answers. Entries expire
+after a time to live. The cache is an optimisation: if the file cannot be opened or read, the
+judge logs it and calls the endpoint.
 """
 
 from __future__ import annotations

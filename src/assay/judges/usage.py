@@ -1,4 +1,5 @@
-"""What judging cost, per row: LLM calls, tokens, cache hits, sampled votes, cascade escalations.
+"""What judging cost, per row: LLM calls, tokens, cache hits, sampled votes, cascade escalations,
+and how often the LLM's written answer disagreed with its own probability.
 
 Judges report usage against the texts a question is about (`record_usage`); whoever wants the
 numbers (the runner, for each batch) opens a ledger with `collect_usage` around the judge calls
@@ -27,19 +28,25 @@ WHOLE_ROW: RowKey = ("", None, ())
 class Usage:
     """Counts for one row or a whole run.
 
-    calls: HTTP calls made to the LLM endpoint (retries and re-asks included).
-    prompt_tokens / completion_tokens: tokens those calls used, as the endpoint reported.
+    calls: HTTP calls made to the LLM endpoint for rows (retries and re-asks included).
+    probe_calls: calls of the endpoint's one capability probe (counted on the row whose call
+        needed it; once per endpoint per process).
+    prompt_tokens / completion_tokens: tokens all those calls used, as the endpoint reported.
     cached_calls: calls answered from the judge-call cache instead.
-    voted: instructions answered by sampled votes because the endpoint gave no logprobs.
+    voted: instructions answered by sampled votes because the endpoint lists no logprobs.
     escalated: instructions the cascade sent up from the embedded judge to the LLM.
+    disagreements: instructions whose written answer (yes/no) disagreed with the label of the
+        probability read at its token; the probability decides, the evidence records both.
     """
 
     calls: int = 0
+    probe_calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_calls: int = 0
     voted: int = 0
     escalated: int = 0
+    disagreements: int = 0
 
     def add(self, other: Usage) -> None:
         for name in _FIELDS:

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from assay.runner.gates import GateFigures
 from assay.runner.output import is_scorer_error, scorer_results
 
 #: Gold-label columns looked for, in order, when no `--label-column` is given.
@@ -68,16 +69,49 @@ class InstructionTally:
 
 
 @dataclass(frozen=True)
+class Verdict:
+    """One instruction's verdict on a listed row."""
+
+    instruction: str
+    follow_probability: float
+    label: bool
+    explanation: str
+
+
+@dataclass(frozen=True)
+class RowText:
+    """The text a row was scored on (what output lines carry; empty for older outputs)."""
+
+    user_query: str | None = None
+    generated_text: str | None = None
+    context: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, line: Mapping[str, Any]) -> RowText:
+        context = line.get("context")
+        documents = [context] if isinstance(context, str) else context
+        query, response = line.get("user_query"), line.get("generated_text")
+        return cls(
+            query if isinstance(query, str) else None,
+            response if isinstance(response, str) else None,
+            tuple(d for d in documents or () if isinstance(d, str)),
+        )
+
+
+@dataclass(frozen=True)
 class ExampleRow:
-    """A low-scoring row kept for the report: where it is and which instructions it failed.
+    """A low-scoring row kept for the report: where it is, its text and every verdict.
 
     failed: (instruction, follow_probability, explanation) for each instruction labelled false.
+    verdicts: every instruction's verdict, in rubric order.
     """
 
     score: float
     row: Any
     row_id: Any
     failed: tuple[tuple[str, float, str], ...]
+    text: RowText = RowText()
+    verdicts: tuple[Verdict, ...] = ()
 
 
 @dataclass
@@ -112,34 +146,42 @@ class ScorerTally:
         """The kept low-scoring rows, lowest score first (earlier rows first on ties)."""
         return [entry[2] for entry in sorted(self._lowest, key=lambda e: (-e[0], -e[1]))]
 
-    def add(self, result: Mapping[str, Any], gold: bool | None, row: Any, row_id: Any) -> None:
-        """Count one row's result; `gold` is its gold label, if it has one."""
+    def add(self, result: Mapping[str, Any], gold: bool | None, line: Mapping[str, Any]) -> None:
+        """Count one row's result; `gold` is its gold label, if it has one; `line` the output
+        line it is in (for the row's number, id and text, should it be listed)."""
         score = round(float(result["score"]), 4)
         self.scores[score] += 1
         if gold is not None:
             (self.positive if gold else self.negative)[score] += 1
-        failed = []
+        verdicts = []
         for entry in result.get("instructions_list") or []:
             text = str(entry.get("instruction", ""))
+            probability = float(entry.get("follow_probability", 0.0))
             tally = self.instructions.setdefault(text, InstructionTally())
             tally.answered += 1
-            tally.probability_total += float(entry.get("follow_probability", 0.0))
-            if not entry.get("label"):
-                tally.failed += 1
-                failed.append(
-                    (
-                        text,
-                        float(entry.get("follow_probability", 0.0)),
-                        entry.get("explanation", ""),
-                    )
-                )
-        self._keep_if_low(ExampleRow(score, row, row_id, tuple(failed)))
+            tally.probability_total += probability
+            label = bool(entry.get("label"))
+            tally.failed += not label
+            verdicts.append(Verdict(text, probability, label, str(entry.get("explanation", ""))))
+        if self._is_low(score):
+            failed = tuple(
+                (v.instruction, v.follow_probability, v.explanation)
+                for v in verdicts
+                if not v.label
+            )
+            row, row_id = line.get("row"), line.get("id")
+            example = ExampleRow(score, row, row_id, failed, RowText.of(line), tuple(verdicts))
+            self._keep(example)
 
-    def _keep_if_low(self, example: ExampleRow) -> None:
+    def _is_low(self, score: float) -> bool:
+        # Cheap test first, so the row's text is copied only when it will be kept.
+        return len(self._lowest) < WORST_ROWS or (-score, -self.rows_scored) > self._lowest[0][:2]
+
+    def _keep(self, example: ExampleRow) -> None:
         key = (-example.score, -self.rows_scored, example)
         if len(self._lowest) < WORST_ROWS:
             heapq.heappush(self._lowest, key)
-        elif key[:2] > self._lowest[0][:2]:
+        else:
             heapq.heapreplace(self._lowest, key)
 
 
@@ -167,6 +209,7 @@ class RunTally:
     labelled_results: scored results paired with a readable gold label.
     unreadable_labels: results whose gold label is not a yes/no value (left out of AUROC).
     unreadable_example: the first such value, for the message.
+    rows_with_errors: rows rejected or with any scorer's error (what `--allow-errors` allows).
     """
 
     label_column: str | None = None
@@ -178,10 +221,22 @@ class RunTally:
     labelled_results: int = 0
     unreadable_labels: int = 0
     unreadable_example: str | None = None
+    rows_with_errors: int = 0
 
     @property
     def rows_rejected(self) -> int:
         return sum(self.rejected.values())
+
+    def gate_figures(self) -> dict[str, GateFigures]:
+        """What `--fail-under` checks per scorer (see `gates.GateFigures`)."""
+        return {
+            name: GateFigures(
+                sum(v * n for v, n in s.scores.items()),
+                s.rows_scored,
+                s.rows_errored + self.rows_rejected,
+            )
+            for name, s in self.scorers.items()
+        }
 
     def means(self) -> dict[str, float | None]:
         """Mean score per scorer (None when every row of it errored): what gates check."""
@@ -197,6 +252,7 @@ class RunTally:
         self.rows += 1
         error = line.get("error")
         if isinstance(error, Mapping):
+            self.rows_with_errors += 1
             field_name = str(error.get("field", "?"))
             self.rejected[field_name] += 1
             if len(self.rejected_examples) < WORST_ROWS:
@@ -206,15 +262,16 @@ class RunTally:
                 )
             return
         gold_value = self._gold_value(line)
+        errored = False
         for name, value in scorer_results(line):
             if is_scorer_error(value):
+                errored = True
                 tally = self.scorers.setdefault(name, ScorerTally(name))
                 tally.errors[str(value.get("kind", "error"))] += 1
             else:
                 gold = self._gold_for(gold_value, name)
-                self.scorers.setdefault(name, ScorerTally(name)).add(
-                    value, gold, line.get("row"), line.get("id")
-                )
+                self.scorers.setdefault(name, ScorerTally(name)).add(value, gold, line)
+        self.rows_with_errors += errored
 
     def _gold_value(self, line: Mapping[str, Any]) -> Any:
         names = (self.label_column,) if self.label_column else DEFAULT_LABEL_COLUMNS

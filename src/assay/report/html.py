@@ -10,6 +10,7 @@ import jinja2
 from markupsafe import Markup
 
 from assay.report import svg
+from assay.report.compare import Comparison
 from assay.report.model import Report, ScorerReport
 from assay.stats import Interval
 
@@ -64,12 +65,15 @@ def _charts(scorer: ScorerReport) -> ScorerCharts:
     )
 
 
-def render_html(report: Report, title: str, version: str) -> str:
+def render_html(
+    report: Report, title: str, version: str, comparison: Comparison | None = None
+) -> str:
     """The report page as a string.
 
     report: the numbers (see `model.build_report`).
     title: shown in the browser tab (usually the output file's name).
     version: Assay's version, recorded in the page's `generator` meta tag.
+    comparison: a baseline comparison to show after the overview (`assay report A B`).
     """
     template = _environment().get_template(TEMPLATE)
     return template.render(
@@ -79,15 +83,19 @@ def render_html(report: Report, title: str, version: str) -> str:
         charts={s.name: _charts(s) for s in report.scorers},
         gated=any(s.threshold is not None for s in report.scorers) or bool(report.gate_messages),
         any_gold=any(s.gold is not None for s in report.scorers),
+        comparison=comparison,
     )
 
 
-def write_html(report: Report, path: Path, version: str) -> None:
+def write_html(
+    report: Report, path: Path, version: str, comparison: Comparison | None = None
+) -> None:
     """Write the report page to `path`, complete or not at all (written aside, then moved).
 
-    report: the numbers; path: the .html file; version: Assay's version for the meta tag.
+    report: the numbers; path: the .html file; version: Assay's version for the meta tag;
+    comparison: a baseline comparison to include.
     """
-    page = render_html(report, title=Path(report.source).name, version=version)
+    page = render_html(report, Path(report.source).name, version, comparison)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".partial")
     partial.write_text(page, encoding="utf-8")

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from assay import stats
 from assay.report.collect import ExampleRow, RejectedRow, RunTally, ScorerTally
+from assay.runner.gates import GateFigures, gate_passed
 
 
 @dataclass(frozen=True)
@@ -55,13 +56,15 @@ class ScorerReport:
     lowest_rows: list[ExampleRow]
     gold: GoldFigures | None
     threshold: float | None = None
+    figures: GateFigures | None = None
 
     @property
     def gate_failed(self) -> bool:
-        """True when a `--fail-under` threshold applies and the mean is missing or below it."""
+        """True when a `--fail-under` threshold applies and its gate fails (the mean, counting
+        rows the scorer could not score as failures, is missing or below it)."""
         if self.threshold is None:
             return False
-        return self.mean is None or self.mean < self.threshold
+        return not gate_passed(self.figures, self.threshold)
 
 
 @dataclass
@@ -104,8 +107,11 @@ def _gold_figures(tally: ScorerTally) -> GoldFigures | None:
     )
 
 
-def scorer_report(tally: ScorerTally, threshold: float | None = None) -> ScorerReport:
-    """Compute one scorer's figures from its tally; `threshold` is its `--fail-under`, if any."""
+def scorer_report(
+    tally: ScorerTally, threshold: float | None = None, figures: GateFigures | None = None
+) -> ScorerReport:
+    """Compute one scorer's figures from its tally; `threshold` is its `--fail-under`, if any,
+    and `figures` what that gate checks."""
     return ScorerReport(
         name=tally.name,
         rows_scored=tally.rows_scored,
@@ -121,6 +127,7 @@ def scorer_report(tally: ScorerTally, threshold: float | None = None) -> ScorerR
         lowest_rows=tally.lowest_rows(),
         gold=_gold_figures(tally),
         threshold=threshold,
+        figures=figures,
     )
 
 
@@ -138,13 +145,17 @@ def build_report(
     gate_messages: the gate failures to show at the top (see `assay.runner.gates`).
     """
     thresholds = thresholds or {}
+    figures = tally.gate_figures()
     return Report(
         source=source,
         rows=tally.rows,
         rows_rejected=tally.rows_rejected,
         rejected=dict(tally.rejected.most_common()),
         rejected_examples=list(tally.rejected_examples),
-        scorers=[scorer_report(s, thresholds.get(name)) for name, s in tally.scorers.items()],
+        scorers=[
+            scorer_report(s, thresholds.get(name), figures.get(name))
+            for name, s in tally.scorers.items()
+        ],
         gold_column=tally.gold_column,
         unreadable_labels=tally.unreadable_labels,
         unreadable_example=tally.unreadable_example,

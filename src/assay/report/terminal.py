@@ -6,6 +6,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from assay.report.compare import Change, Comparison
 from assay.report.model import Report, ScorerReport
 from assay.stats import Interval
 
@@ -102,3 +103,81 @@ def print_report(report: Report, console: Console) -> None:
                 "yellow",
             )
         )
+
+
+def _delta(change: Change | None) -> str:
+    return "–" if change is None else f"{change.delta:+.3f}"
+
+
+def _interval_of(change: Change | None) -> str:
+    if change is None or change.interval is None:
+        return "–"
+    return f"{change.interval.low:+.2f} to {change.interval.high:+.2f}"
+
+
+def _short(text: str | None, width: int = 70) -> str:
+    flat = " ".join((text or "").split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def print_comparison(comparison: Comparison, console: Console) -> None:
+    """The change per scorer and instruction, then the rows that went from pass to fail."""
+    table = Table(title=f"change against {comparison.baseline_source}")
+    table.add_column("scorer", style="bold", no_wrap=True)
+    table.add_column("before → after", justify="right", no_wrap=True)
+    table.add_column("change", justify="right")
+    table.add_column("95% interval", justify="right", no_wrap=True)
+    table.add_column("↓fail", justify="right")
+    table.add_column("↑pass", justify="right")
+    for s in comparison.scorers:
+        change = s.change
+        style = "bold red" if change is not None and change.significant_drop else ""
+        means = f"{change.baseline:.3f} → {change.candidate:.3f}" if change else "–"
+        table.add_row(
+            s.name,
+            means,
+            Text(_delta(change), style=style),
+            _interval_of(change),
+            Text(str(s.regressed), style="red" if s.regressed else ""),
+            str(s.improved),
+        )
+    console.print(table)
+    pairs = ", ".join(f"{s.name}: {s.pairs}" for s in comparison.scorers)
+    console.print(
+        f"rows paired by {comparison.paired_by} ({pairs}); {comparison.only_baseline} only in "
+        f"the baseline, {comparison.only_candidate} only in {comparison.candidate_source}",
+        soft_wrap=True,
+        highlight=False,
+    )
+    rates = Table(title="instructions followed, before → after")
+    rates.add_column("instruction")
+    rates.add_column("before → after", justify="right", no_wrap=True)
+    rates.add_column("95% interval", justify="right", no_wrap=True)
+    for s in comparison.scorers:
+        for i in s.instructions:
+            style = "bold red" if i.change.significant_drop else ""
+            rates.add_row(
+                f"{s.name}: {i.instruction}",
+                Text(f"{i.change.baseline:.0%} → {i.change.candidate:.0%}", style=style),
+                _interval_of(i.change),
+            )
+    if any(s.instructions for s in comparison.scorers):
+        console.print(rates)
+    for s in comparison.scorers:
+        if not s.regressed_rows:
+            continue
+        console.print(Text(f"{s.name}: rows that went from pass to fail", style="bold"))
+        for flip in s.regressed_rows:
+            console.print(
+                f"  {flip.key}: {flip.baseline_score:.2f} → {flip.candidate_score:.2f}  "
+                f"query: {_short(flip.candidate_text.user_query, 50)}",
+                soft_wrap=True,
+            )
+            console.print(
+                f"    before: {_short(flip.baseline_text.generated_text)}", soft_wrap=True
+            )
+            console.print(
+                f"    after:  {_short(flip.candidate_text.generated_text)}", soft_wrap=True
+            )
+        if s.regressed > len(s.regressed_rows):
+            console.print(f"  … and {s.regressed - len(s.regressed_rows)} more")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,8 @@ from assay.schema import RequestValidationError
 
 #: Bump when the checkpoint's meaning changes; older checkpoints are then refused, not misread.
 #: 2: the fingerprint hashes the whole input, not only its first and last MiB.
-CHECKPOINT_VERSION = 2
+#: 3: output lines carry the scored text; publishing state (run id, rows published).
+CHECKPOINT_VERSION = 3
 #: Bytes read at a time while hashing the input.
 _HASH_CHUNK_BYTES = 1 << 20
 
@@ -55,12 +57,19 @@ class Checkpoint:
     fingerprint: see `fingerprint`; a resume with another one is refused.
     rows_done: input rows (counted from the first) whose output lines are durable.
     position: the writer's own record of what is durable (bytes for JSONL, parts for Parquet).
+    finished: the output file is complete; only publishing (if asked for) is left.
+    run_id: this run's id, chosen when it started and kept across resumes, so that results
+        published again after an interruption are recognised rather than stored twice.
+    rows_published: output rows (counted from the first) already sent to the server.
     """
 
     fingerprint: str
     rows_done: int = 0
     position: dict[str, Any] = field(default_factory=dict)
     version: int = CHECKPOINT_VERSION
+    finished: bool = False
+    run_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    rows_published: int = 0
 
 
 def load_checkpoint(path: Path, expected_fingerprint: str) -> Checkpoint | None:
@@ -76,13 +85,13 @@ def load_checkpoint(path: Path, expected_fingerprint: str) -> Checkpoint | None:
         checkpoint = Checkpoint(**data)
     except (json.JSONDecodeError, TypeError) as error:
         raise RequestValidationError(
-            "out", f"checkpoint {path} is unreadable ({error}); pass --restart to start over"
+            "out", f"checkpoint {path} is unreadable ({error}); pass --overwrite to start over"
         ) from None
     if checkpoint.version != CHECKPOINT_VERSION or checkpoint.fingerprint != expected_fingerprint:
         raise RequestValidationError(
             "out",
             f"an unfinished run with a different input or options left {path}; rerun that exact "
-            "command to finish it, or pass --restart to start over",
+            "command to finish it, or pass --overwrite to start over",
         )
     return checkpoint
 

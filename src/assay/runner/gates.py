@@ -1,20 +1,24 @@
 """CI gates over a run's output: `--fail-under NAME=THRESHOLD` and JUnit XML.
 
-`parse_fail_under` turns the flag's values into thresholds, `check_fail_under` compares mean
-scores with them, and `write_junit` writes one JUnit test case per output line, failed when a
-gated score is below its threshold and errored when the row or one of its scorers failed.
+`parse_fail_under` turns the flag's values into thresholds, `check_fail_under` compares each
+scorer's mean score with them, counting the rows it could not score as failures (a gate must
+never pass on rows it could not score), and `write_junit` writes one JUnit test case per output
+line plus one per gate. The file agrees with the exit code: a gate that failed is a failure, a
+row that errored is an error (or skipped, with `--allow-errors`), and a row whose score is
+below a threshold only says so in its text, since gates are on mean scores.
 Scorers are found generically: any key of an output line whose value has a numeric `score`
 (a detector or a metric), or `{"error": true, ...}` for one that failed on the row.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import re
 import tempfile
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,7 +65,7 @@ def parse_fail_under(
             )
         if allowed is not None and name not in allowed:
             raise RequestValidationError(
-                flag, f"{spec!r}: unknown detector or metric {name!r}; known: {', '.join(allowed)}"
+                flag, f"{spec!r}: unknown scorer {name!r}; known: {', '.join(allowed)}"
             )
         if name in thresholds:
             raise RequestValidationError(flag, f"{name!r} is given twice")
@@ -69,35 +73,90 @@ def parse_fail_under(
     return thresholds
 
 
+@dataclass(frozen=True)
+class GateCase:
+    """One gate as a JUnit test case: its name (e.g. `--fail-under output_relevance=0.7`) and
+    why it failed (None when it passed)."""
+
+    name: str
+    failure: str | None = None
+
+
+@dataclass(frozen=True)
+class GateFigures:
+    """What a `--fail-under` gate needs to know about one scorer over a run.
+
+    score_total / rows_scored: the sum and count of its scores.
+    rows_unscored: rows it could not score: its own errors and rows rejected before scoring.
+    """
+
+    score_total: float
+    rows_scored: int
+    rows_unscored: int = 0
+
+    @property
+    def mean(self) -> float | None:
+        """Mean over scored rows (what the report shows); None when none was scored."""
+        return self.score_total / self.rows_scored if self.rows_scored else None
+
+    @property
+    def gated_mean(self) -> float | None:
+        """Mean with every unscored row counted as a score of 0: what the gate compares. It
+        is a bound for the gate only; no row is ever reported as scoring 0."""
+        rows = self.rows_scored + self.rows_unscored
+        return self.score_total / rows if rows and self.rows_scored else None
+
+
+def fail_under_gates(
+    figures: Mapping[str, GateFigures],
+    thresholds: Mapping[str, float],
+    flag: str = FAIL_UNDER_FLAG,
+) -> list[GateCase]:
+    """Each `--fail-under` gate and how it ended (`GateCase.failure` says why it failed).
+
+    figures: per detector or metric over the run (see `GateFigures`).
+    thresholds: from `parse_fail_under`.
+    flag: the flag's spelling, used in the names and messages.
+    A gate fails when the scorer's mean, counting rows it could not score as failures, is below
+    its threshold; a gated name the run never scored fails too: a gate that cannot be checked
+    must not pass.
+    """
+    cases = []
+    scored = ", ".join(figures) or "nothing"
+    for name, threshold in thresholds.items():
+        label = f"{flag} {name}={threshold:g}"
+        gate = figures.get(name)
+        failure = None
+        if gate is None:
+            failure = f"{label}: the output has no {name!r} results (it has: {scored})"
+        elif gate.mean is None or gate.gated_mean is None:
+            failure = f"{label}: every row's {name} errored"
+        elif gate.gated_mean < threshold - _TOLERANCE:
+            failure = f"{name}: mean score {gate.mean:.4f} is below {flag} threshold {threshold:g}"
+            if gate.rows_unscored:
+                missed = f"{gate.rows_unscored} row" + ("s" if gate.rows_unscored != 1 else "")
+                failure = (
+                    f"{name}: mean score {gate.mean:.4f} over {gate.rows_scored} scored rows is "
+                    f"{gate.gated_mean:.4f} counting the {missed} it could not score as "
+                    f"failures, below {flag} threshold {threshold:g}"
+                )
+        cases.append(GateCase(label, failure))
+    return cases
+
+
 def check_fail_under(
-    means: Mapping[str, float | None],
+    figures: Mapping[str, GateFigures],
     thresholds: Mapping[str, float],
     flag: str = FAIL_UNDER_FLAG,
 ) -> list[str]:
-    """One message per gate that fails; an empty list means every gate passed.
+    """One message per gate that fails (see `fail_under_gates`); empty when all passed."""
+    return [g.failure for g in fail_under_gates(figures, thresholds, flag) if g.failure]
 
-    means: mean score per detector or metric over the run (None when every row of it errored).
-    thresholds: from `parse_fail_under`.
-    flag: the flag's spelling, used in the messages.
-    A gated name the run never scored fails too: a gate that cannot be checked must not pass.
-    """
-    messages = []
-    scored = ", ".join(means) or "nothing"
-    for name, threshold in thresholds.items():
-        if name not in means:
-            messages.append(
-                f"{flag} {name}={threshold:g}: the output has no {name!r} results "
-                f"(it has: {scored})"
-            )
-            continue
-        mean = means[name]
-        if mean is None:
-            messages.append(f"{flag} {name}={threshold:g}: every row's {name} errored")
-        elif mean < threshold - _TOLERANCE:
-            messages.append(
-                f"{name}: mean score {mean:.4f} is below {flag} threshold {threshold:g}"
-            )
-    return messages
+
+def gate_passed(figures: GateFigures | None, threshold: float) -> bool:
+    """Whether one gate passes (the rule `check_fail_under` applies)."""
+    gated = figures.gated_mean if figures is not None else None
+    return gated is not None and gated >= threshold - _TOLERANCE
 
 
 def describe_result(name: str, result: Mapping[str, Any], threshold: float | None = None) -> str:
@@ -127,11 +186,12 @@ def describe_result(name: str, result: Mapping[str, Any], threshold: float | Non
 
 @dataclass
 class JunitCounts:
-    """What `write_junit` wrote: test cases, how many failed a threshold, how many errored."""
+    """What `write_junit` wrote: test cases, failures (gates), errors and skipped rows."""
 
     tests: int = 0
     failures: int = 0
     errors: int = 0
+    skipped: int = 0
 
 
 def _clean(text: str) -> str:
@@ -145,48 +205,60 @@ def _case_name(line: Mapping[str, Any]) -> str:
     return f"row {row}" if row is not None else "row"
 
 
+def _problem(case: ET.Element, kind: str, message: str, text: str, allow_errors: bool) -> None:
+    """An errored row: a JUnit error, or a skipped case when errors are allowed."""
+    if allow_errors:
+        ET.SubElement(case, "skipped", {"message": _clean(f"{kind}: {message}")}).text = text
+    else:
+        ET.SubElement(case, "error", {"type": kind, "message": _clean(message)}).text = text
+
+
 def junit_case(
-    line: Mapping[str, Any], thresholds: Mapping[str, float], classname: str = "assay"
+    line: Mapping[str, Any],
+    thresholds: Mapping[str, float],
+    classname: str = "assay",
+    allow_errors: bool = False,
 ) -> ET.Element:
     """The `<testcase>` for one output line.
 
     line: one output line.
-    thresholds: per scorer, the score the row must reach (scorers not named are not gated).
+    thresholds: per scorer, the score its mean must reach; a row below it says so in its text.
     classname: the test case's class name (CI tools group cases by it).
-    Errored when the row was rejected or a scorer failed on it; failed when a gated score is
-    below its threshold; the element's text holds the instruction breakdown.
+    allow_errors: a row that was rejected or errored is skipped rather than an error.
+    The element's text holds the instruction breakdown. A row is never a failure on its own:
+    gates are on mean scores, and each gate has its own case (`gate_case`).
     """
     case = ET.Element("testcase", {"classname": classname, "name": _clean(_case_name(line))})
     rejected = line.get("error")
     if isinstance(rejected, Mapping):
         message = f"{rejected.get('field', '?')}: {rejected.get('message', '')}"
         kind = str(rejected.get("kind") or "invalid_row")
-        ET.SubElement(case, "error", {"type": kind, "message": _clean(message)}).text = _clean(
-            f"row {line.get('row')} was not scored: {message}"
-        )
+        text = _clean(f"row {line.get('row')} was not scored: {message}")
+        _problem(case, kind, message, text, allow_errors)
         return case
-    errored, below, report = [], [], []
+    errored, report = [], []
     for name, result in scorer_results(line):
-        threshold = thresholds.get(name)
-        report.append(describe_result(name, result, threshold))
+        report.append(describe_result(name, result, thresholds.get(name)))
         if result.get("error") is True:
             errored.append(
                 (str(result.get("kind", "error")), f"{name}: {result.get('message', '')}")
             )
-        elif threshold is not None and float(result["score"]) < threshold - _TOLERANCE:
-            below.append(f"{name} {float(result['score']):.4g} < {threshold:g}")
     text = _clean("\n\n".join(report))
     if errored:
-        kinds = sorted({kind for kind, _ in errored})
-        message = "; ".join(message for _, message in errored)
-        ET.SubElement(
-            case, "error", {"type": ",".join(kinds), "message": _clean(message)}
-        ).text = text
-    elif below:
-        attributes = {"type": "below_threshold", "message": "; ".join(below)}
-        ET.SubElement(case, "failure", attributes).text = text
+        kinds = ",".join(sorted({kind for kind, _ in errored}))
+        _problem(case, kinds, "; ".join(message for _, message in errored), text, allow_errors)
     else:
         ET.SubElement(case, "system-out").text = text
+    return case
+
+
+def gate_case(gate: GateCase, classname: str) -> ET.Element:
+    """The `<testcase>` for one gate: a failure when the gate failed."""
+    case = ET.Element("testcase", {"classname": classname, "name": _clean(gate.name)})
+    if gate.failure is not None:
+        ET.SubElement(
+            case, "failure", {"type": "gate_failed", "message": _clean(gate.failure)}
+        ).text = _clean(gate.failure)
     return case
 
 
@@ -195,13 +267,18 @@ def write_junit(
     path: Path,
     thresholds: Mapping[str, float],
     suite_name: str = "assay",
+    gates: Sequence[GateCase] = (),
+    allow_errors: bool = False,
 ) -> JunitCounts:
-    """Write JUnit XML with one test case per output line (see `junit_case`) to `path`.
+    """Write JUnit XML with one test case per output line (see `junit_case`), then one per gate
+    (see `gate_case`), to `path`.
 
     lines: the run's output lines, in row order; read once, as a stream.
     path: the XML file to write; it appears complete or not at all (written aside, then moved).
-    thresholds: from `parse_fail_under` (may be empty: then only errored rows fail).
-    suite_name: the test suite's name and the test cases' class name.
+    thresholds: from `parse_fail_under` (may be empty), named in the rows' text.
+    suite_name: the test suite's name and the row cases' class name (gates: `<suite>.gates`).
+    gates: the command's gates and how they ended.
+    allow_errors: errored rows are skipped cases instead of errors.
     Returns the counts written in the suite's attributes.
     """
     counts = JunitCounts()
@@ -209,11 +286,13 @@ def write_junit(
     # Test cases go to a scratch file first: the suite's opening tag needs the totals, and
     # holding a large run's cases in memory would make memory grow with the output.
     with tempfile.TemporaryFile("w+", encoding="utf-8") as cases:
-        for line in lines:
-            case = junit_case(line, thresholds, suite_name)
+        row_cases = (junit_case(line, thresholds, suite_name, allow_errors) for line in lines)
+        gate_cases = (gate_case(gate, f"{suite_name}.gates") for gate in gates)
+        for case in itertools.chain(row_cases, gate_cases):
             counts.tests += 1
             counts.failures += case.find("failure") is not None
             counts.errors += case.find("error") is not None
+            counts.skipped += case.find("skipped") is not None
             cases.write(ET.tostring(case, encoding="unicode"))
             cases.write("\n")
         cases.seek(0)
@@ -222,6 +301,7 @@ def write_junit(
             "tests": str(counts.tests),
             "failures": str(counts.failures),
             "errors": str(counts.errors),
+            "skipped": str(counts.skipped),
         }
         opening = ET.tostring(ET.Element("testsuite", attributes), encoding="unicode")
         partial = path.with_name(path.name + ".partial")

@@ -161,6 +161,11 @@ def _parquet_file(path: Path) -> Any:
         ) from None
 
 
+def parquet_schema(path: Path) -> Any:
+    """The Arrow schema of a Parquet dataset (RequestValidationError "FILE" if unreadable)."""
+    return _parquet_file(path).schema_arrow
+
+
 def _read_parquet(path: Path) -> Iterator[Row]:
     parquet = _parquet_file(path)
     row = 0

@@ -16,11 +16,12 @@ import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, is_dataclass
+from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from assay._sync import blocking
+from assay.runner.carried import carried_columns
 from assay.runner.checkpoint import (
     Checkpoint,
     checkpoint_path_for,
@@ -31,6 +32,12 @@ from assay.runner.checkpoint import (
 )
 from assay.runner.io import Row, check_readable, read_rows
 from assay.runner.output import check_output_path, iter_output_lines
+from assay.runner.publish import (
+    PUBLISH_BATCH_SIZE,
+    PublishCounts,
+    Publisher,
+    publish_output,
+)
 from assay.runner.rows import TIMEOUT, DetectorScorer, error_line
 from assay.runner.summary import RunSummary
 from assay.runner.writers import Line, writer_for
@@ -60,6 +67,10 @@ class RowScorer(Protocol):
 
     def check_input(self, path: Path) -> None:
         """Raise RequestValidationError when the input cannot suit (e.g. a missing column)."""
+
+    def output_columns(self, columns: Sequence[str]) -> list[str]:
+        """Which of the input's `columns` output lines carry, under their names there (the
+        Parquet writer gives each its own column)."""
 
     async def score(self, rows: Sequence[Row]) -> list[dict[str, Any]]:
         """One output line per row, in order."""
@@ -184,18 +195,45 @@ def prepare_run(
     return output_path
 
 
+@dataclass
+class RunControl:
+    """How a run starts and what it does besides scoring (none of it changes a row's scores).
+
+    overwrite: start over: drop an unfinished run's checkpoint and replace a finished output.
+    keep_finished: never replace a finished output without `overwrite` (what `assay run`
+        does): when it holds this very run (same input, options and publishing target) the run
+        is already complete and its summary is returned (`already_complete`); another run stops
+        with an error saying so. Off, a finished output is scored again and replaced.
+    on_progress: called with the number of rows done so far (resumed rows included).
+    on_resume: called once with the rows already done, when an unfinished run is resumed.
+    publisher: send the results to a server once the output is complete (`runner.publish`).
+    on_publish_progress: called with the output rows published so far.
+    publish_batch_size: rows per publish request.
+    """
+
+    overwrite: bool = False
+    keep_finished: bool = False
+    on_progress: ProgressCallback | None = None
+    on_resume: ProgressCallback | None = None
+    publisher: Publisher | None = None
+    on_publish_progress: ProgressCallback | None = None
+    publish_batch_size: int = PUBLISH_BATCH_SIZE
+    published: PublishCounts | None = field(default=None, init=False)
+
+
 async def run_file_async(
     input_path: Path,
     output_path: Path | None = None,
     *,
     scorer: RowScorer | None = None,
     detectors: Sequence[str] | None = None,
-    explain: bool = False,
+    explain: bool | None = None,
     judge: str | None = None,
     batch_size: int = DEFAULT_BATCH_SIZE,
     options: RunOptions | None = None,
     restart: bool = False,
     on_progress: ProgressCallback | None = None,
+    control: RunControl | None = None,
 ) -> RunSummary:
     """Score every row of a JSONL, CSV or Parquet file; write one output record per row.
 
@@ -206,28 +244,38 @@ async def run_file_async(
     detectors / explain / judge: shorthand for the default scorer (see `DetectorScorer`).
     batch_size: rows per judge call, when `options` is not given.
     options: batch sizes, workers, row timeout (see `RunOptions`).
-    restart: ignore a checkpoint left by an unfinished run and start from the first row.
+    restart: start over, ignoring an unfinished run's checkpoint (`RunControl.overwrite`).
     on_progress: called with the number of rows done so far.
+    control: everything else about how the run goes (see `RunControl`); `restart` and
+        `on_progress` are shorthand for two of its fields.
 
     Raises RequestValidationError (before writing anything) when the input is unusable: missing
-    file, unknown extension, unknown detector or judge, output path equal to the input, or a
-    checkpoint from a run with other input or options.
+    file, unknown extension, unknown detector or judge, output path equal to the input, a
+    checkpoint from a run with other input or options, or (with `RunControl.keep_finished`) a
+    finished output of another run.
     """
     scorer = scorer or DetectorScorer(tuple(detectors) if detectors else None, explain, judge)
     options = options or RunOptions(batch_size=batch_size)
+    control = control or RunControl(overwrite=restart, on_progress=on_progress)
 
     async def local_batches(skip: int, advance: ProgressCallback) -> AsyncIterator[Sequence[Line]]:
         for batch in _stream_batches(read_rows(input_path), options.stream_batch_size, skip):
             yield await score_rows(batch, scorer, options, advance)
 
-    return await drive_run(
-        input_path, output_path, scorer, options, local_batches, restart, on_progress
-    )
+    return await drive_run(input_path, output_path, scorer, options, local_batches, control)
 
 
 #: Yields scored lines a stream batch at a time, skipping rows up to the first argument and
 #: reporting rows done through the second.
 LineBatches = Callable[[int, ProgressCallback], AsyncIterator[Sequence[Line]]]
+
+
+def run_fingerprint(input_path: Path, scorer: RowScorer, control: RunControl) -> str:
+    """The fingerprint of a run: its input, its scorer's settings and where it publishes."""
+    settings = scorer_fingerprint(scorer)
+    if control.publisher is not None:
+        settings["publish"] = dict(control.publisher.target)
+    return fingerprint(input_path, settings)
 
 
 async def drive_run(
@@ -236,29 +284,73 @@ async def drive_run(
     scorer: RowScorer,
     options: RunOptions,
     batches: LineBatches,
-    restart: bool = False,
-    on_progress: ProgressCallback | None = None,
+    control: RunControl | None = None,
 ) -> RunSummary:
-    """Write what an engine scores, durably and resumably, then the summary (any engine)."""
+    """Write what an engine scores, durably and resumably, publish it if asked, then write the
+    summary (any engine)."""
+    control = control or RunControl()
     output_path = prepare_run(input_path, output_path, scorer, options)
     checkpoint_path = checkpoint_path_for(output_path)
-    if restart:
+    if control.overwrite:
         remove_checkpoint(checkpoint_path)
-    run_fingerprint = fingerprint(input_path, scorer_fingerprint(scorer))
-    checkpoint = load_checkpoint(checkpoint_path, run_fingerprint)
-    writer = writer_for(output_path, scorer.score_names)
-    writer.start(checkpoint.position if checkpoint else None)
-    checkpoint = checkpoint or Checkpoint(run_fingerprint)
+    this_run = run_fingerprint(input_path, scorer, control)
+    checkpoint = load_checkpoint(checkpoint_path, this_run)
+    keep = control.keep_finished and not control.overwrite
+    if checkpoint is None and output_path.exists() and keep:
+        if finished_fingerprint(output_path) == this_run:
+            summary = write_summary(input_path, output_path, scorer.score_names, this_run)
+            summary.already_complete = True
+            return summary
+        raise RequestValidationError(
+            "out",
+            f"{output_path} holds a finished run; pass --overwrite to replace it, or "
+            "--retry-failed to rescore its failed rows",
+        )
+    if checkpoint is not None and control.on_resume is not None:
+        control.on_resume(checkpoint.rows_done)
+    checkpoint = checkpoint or Checkpoint(this_run)
+    output_path.parent.mkdir(parents=True, exist_ok=True)
+    # Saved before the output is opened: a run killed in between leaves a checkpoint to resume,
+    # never an output file that looks finished.
     save_checkpoint(checkpoint_path, checkpoint)
+    if not checkpoint.finished:
+        await _write_output(input_path, output_path, scorer, options, batches, control, checkpoint)
+    if control.publisher is not None:
+        control.published = await publish_output(
+            output_path,
+            checkpoint,
+            lambda state: save_checkpoint(checkpoint_path, state),
+            control.publisher,
+            control.on_publish_progress,
+            control.publish_batch_size,
+        )
+    summary = write_summary(input_path, output_path, scorer.score_names, this_run)
+    remove_checkpoint(checkpoint_path)
+    return summary
+
+
+async def _write_output(
+    input_path: Path,
+    output_path: Path,
+    scorer: RowScorer,
+    options: RunOptions,
+    batches: LineBatches,
+    control: RunControl,
+    checkpoint: Checkpoint,
+) -> None:
+    checkpoint_path = checkpoint_path_for(output_path)
+    carried = carried_columns(input_path, scorer)
+    writer = writer_for(output_path, scorer.score_names, carried)
+    writer.start(checkpoint.position if checkpoint.rows_done or checkpoint.position else None)
     done = checkpoint.rows_done
-    if on_progress is not None:
-        on_progress(done)
+    if control.on_progress is not None:
+        control.on_progress(done)
 
     def advance(count: int) -> None:
         nonlocal done
         done += count
-        if on_progress is not None:
-            on_progress(done)
+        if control.on_progress is not None:
+            control.on_progress(done)
 
     try:
         async for lines in batches(checkpoint.rows_done, advance):
@@ -269,19 +361,35 @@ async def drive_run(
         writer.finish()
     finally:
         writer.close()
-    summary = write_summary(input_path, output_path, scorer.score_names)
-    remove_checkpoint(checkpoint_path)
-    return summary
+    checkpoint.finished = True
+    save_checkpoint(checkpoint_path, checkpoint)
 
 
-def write_summary(input_path: Path, output_path: Path, names: Sequence[str]) -> RunSummary:
-    """Rebuild the summary from the output file and write it next to the output."""
+def finished_fingerprint(output_path: Path) -> str | None:
+    """The fingerprint of the run whose summary sits next to `output_path`, if any."""
+    try:
+        data = json.loads(summary_path_for(output_path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    value = data.get("fingerprint") if isinstance(data, dict) else None
+    return value if isinstance(value, str) else None
+
+
+def write_summary(
+    input_path: Path, output_path: Path, names: Sequence[str], run: str | None = None
+) -> RunSummary:
+    """Rebuild the summary from the output file and write it next to the output.
+
+    run: the run's fingerprint, recorded so that the same command run again can tell the
+        output already holds its results.
+    """
     summary_path = summary_path_for(output_path)
     summary = RunSummary(
         names=tuple(names),
         input_path=str(input_path),
         output_path=str(output_path),
         summary_path=str(summary_path),
+        fingerprint=run,
     )
     summary.add_lines(iter_output_lines(output_path))
     summary_path.write_text(json.dumps(summary.to_dict(), indent=2) + "\n", encoding="utf-8")

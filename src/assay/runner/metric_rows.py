@@ -105,6 +105,19 @@ class MetricScorer:
                 ", ".join(missing), f"required column(s) missing from {path.name} ({self.metric})"
             )
 
+    def output_columns(self, columns: Sequence[str]) -> list[str]:
+        """The input columns output lines carry (see `_line`), under their mapped names."""
+        renamed = {present: wanted for wanted, present in self.column_map}
+        carried = dict.fromkeys(renamed.get(column, column) for column in columns)
+        return [c for c in carried if c not in self._reserved]
+
+    @property
+    def _reserved(self) -> set[str]:
+        """Keys of an output line that are not carried input columns."""
+        return {"row", "id", "error", "usage", "prompt", "sut_response", "context", "input_id"} | {
+            self.metric
+        }
+
     async def score(self, rows: Sequence[Row]) -> list[dict[str, Any]]:
         config, sut_options = self.settings
         sut = build_sut(sut_options, config)
@@ -145,17 +158,7 @@ class MetricScorer:
         self, row: int, fields: Mapping[str, Any], result: RowResult | RequestValidationError
     ) -> dict[str, Any]:
         line: dict[str, Any] = {"row": row, "id": fields.get("input_id")}
-        reserved = {
-            "row",
-            "error",
-            "usage",
-            "prompt",
-            "sut_response",
-            "context",
-            "input_id",
-            self.metric,
-        }
-        line.update({k: v for k, v in fields.items() if k not in reserved})
+        line.update({k: v for k, v in fields.items() if k not in self._reserved})
         if isinstance(result, RequestValidationError):
             field = result.field.split("]", 1)[-1].lstrip(".") or "row"
             line["error"] = {"field": field, "kind": INVALID_ROW, "message": result.message}

@@ -24,6 +24,7 @@ from assay.runner.io import Row, read_rows
 from assay.runner.local import (
     ProgressCallback,
     RowScorer,
+    RunControl,
     RunOptions,
     drive_run,
     score_rows,
@@ -159,11 +160,13 @@ async def run_file_ray_async(
     address: str | None = None,
     restart: bool = False,
     on_progress: ProgressCallback | None = None,
+    control: RunControl | None = None,
 ) -> RunSummary:
     """Like `run_file_async`, on Ray: `address` of a running cluster, or None for a local one.
 
     `options.workers` is the number of judge actors.
     """
+    control = control or RunControl(overwrite=restart, on_progress=on_progress)
     ray = _import_ray()
     if not ray.is_initialized():
         ray.init(
@@ -183,6 +186,4 @@ async def run_file_ray_async(
             advance(len(lines))
             yield lines
 
-    return await drive_run(
-        input_path, output_path, scorer, options, ray_batches, restart, on_progress
-    )
+    return await drive_run(input_path, output_path, scorer, options, ray_batches, control)

@@ -13,12 +13,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from assay.runner.carried import CarriedColumn, carried_columns
 from assay.runner.checkpoint import checkpoint_path_for
 from assay.runner.io import read_rows
 from assay.runner.local import (
     ProgressCallback,
     RowScorer,
     RunOptions,
+    finished_fingerprint,
     prepare_run,
     score_rows,
     write_summary,
@@ -75,18 +77,23 @@ async def retry_failed_async(
                 on_progress(done)
 
         rescored = {line["row"]: line for line in await score_rows(rows, scorer, options, advance)}
-        _replace_lines(output_path, rescored, scorer.score_names, options.stream_batch_size)
-    return write_summary(input_path, output_path, scorer.score_names), len(failed)
+        carried = carried_columns(input_path, scorer)
+        _replace_lines(output_path, rescored, scorer.score_names, carried, options)
+    # The output still holds the same run, now with fewer failures: keep its fingerprint.
+    run = finished_fingerprint(output_path)
+    return write_summary(input_path, output_path, scorer.score_names, run), len(failed)
 
 
 def _replace_lines(
     output_path: Path,
     replacements: Mapping[int, dict[str, Any]],
     names: Sequence[str],
-    batch_size: int,
+    carried: Sequence[CarriedColumn],
+    options: RunOptions,
 ) -> None:
+    batch_size = options.stream_batch_size
     temporary = output_path.with_name(f"{output_path.stem}.retry{output_path.suffix}")
-    writer = writer_for(temporary, names)
+    writer = writer_for(temporary, names, carried)
     writer.start(None)
     try:
         batch: list[dict[str, Any]] = []

@@ -2,8 +2,10 @@
 
 Rows are validated one by one (`parse_item`), so a bad row becomes an output line with an
 `error` of its own while the other rows of its batch are still scored. Every output line has the
-row's 1-based number, its `id` when it has one, the columns that are not request fields (passed
-through), and either one key per detector or an `error` object `{"field", "kind", "message"}`.
+row's 1-based number, its `id` when it has one, the text it was scored on (`user_query`,
+`context`, `generated_text`, so reports can show it), the columns that are not request fields
+(passed through), and either one key per detector or an `error` object
+`{"field", "kind", "message"}`.
 """
 
 from __future__ import annotations
@@ -17,11 +19,16 @@ from assay.detectors import DETECTORS
 from assay.detectors.evaluate import check_encodable, detect_items, parse_item
 from assay.judges import judge_names
 from assay.judges.usage import collect_usage, item_key
+from assay.runner.columns import check_detector_columns
 from assay.runner.io import Row
 from assay.schema import DetectRequestItem, MustCompute, RequestValidationError
 
 #: Row fields sent to the detectors; every other column is passed through to the output only.
 REQUEST_FIELDS = ("user_query", "context", "generated_text", "config")
+#: Request fields an output line carries, as they were scored.
+TEXT_FIELDS = ("user_query", "context", "generated_text")
+#: Keys of an output line that no passed-through column may take.
+RESERVED_KEYS = ("row", "error", "usage", *REQUEST_FIELDS)
 #: Error kinds the runner itself gives a row (judges add their own, e.g. "timeout", "transport").
 INVALID_ROW = "invalid_row"
 TIMEOUT = "timeout"
@@ -64,7 +71,7 @@ def check_judge_name(name: str) -> None:
 def build_request(
     fields: Mapping[str, Any],
     detectors: Sequence[str] | None = None,
-    explain: bool = False,
+    explain: bool | None = None,
     must_compute: MustCompute = "ignore_failures",
 ) -> dict[str, Any]:
     """The raw request item (a dict for `parse_item`) for one row's fields.
@@ -72,7 +79,8 @@ def build_request(
     detectors: the detectors to run; their options come from the row's `config` when it has an
         entry for them. When None, the row's own `config` is used if it has one, else every
         detector whose required inputs the row has (RequestValidationError if none has them).
-    explain: ask every detector for explanations.
+    explain: True or False sets `explain` in every detector's config (over the row's own);
+        None leaves each detector's config, and so the wire default, as it is.
     must_compute: what a judge failure does to the item; the runner keeps going per row.
     """
     raw: dict[str, Any] = {name: fields[name] for name in REQUEST_FIELDS if name in fields}
@@ -92,9 +100,9 @@ def build_request(
             raise RequestValidationError(", ".join(missing), f"no detector applies ({needs})")
         # With no generated_text at all, ask for every detector so validation names that field.
         raw["config"] = {name: {} for name in names or DETECTORS}
-    if explain and isinstance(raw["config"], dict):
+    if explain is not None and isinstance(raw["config"], dict):
         raw["config"] = {
-            name: {**entry, "explain": True} if isinstance(entry, dict) else entry
+            name: {**entry, "explain": explain} if isinstance(entry, dict) else entry
             for name, entry in raw["config"].items()
         }
     raw["must_compute"] = must_compute
@@ -134,12 +142,15 @@ class PendingRow:
 
 
 def prepare_row(
-    row: int, fields: dict[str, Any] | Exception, detectors: Sequence[str] | None, explain: bool
+    row: int,
+    fields: dict[str, Any] | Exception,
+    detectors: Sequence[str] | None,
+    explain: bool | None,
 ) -> PendingRow:
     """Validate one row into a request item, or record why it cannot be scored."""
     if isinstance(fields, Exception):
         return PendingRow(row, error=_error_of(fields, row))
-    reserved = {"row", "error", "usage", *REQUEST_FIELDS, *DETECTORS}
+    reserved = {*RESERVED_KEYS, *DETECTORS}
     passthrough = {key: value for key, value in fields.items() if key not in reserved}
     try:
         # Carried-through columns must be writable too: text that is not valid Unicode makes
@@ -159,10 +170,23 @@ def _error_of(error: Exception, row: int) -> dict[str, str]:
     return {"field": "row", "kind": INVALID_ROW, "message": str(error)}
 
 
+def scored_text(item: DetectRequestItem) -> dict[str, Any]:
+    """The text an item was scored on, as output lines carry it (absent fields left out)."""
+    text: dict[str, Any] = {}
+    if item.user_query is not None:
+        text["user_query"] = item.user_query
+    if item.context is not None:
+        text["context"] = item.context
+    text["generated_text"] = item.generated_text
+    return text
+
+
 def _line(pending: PendingRow, results: Mapping[str, Any] | None) -> dict[str, Any]:
     line: dict[str, Any] = {"row": pending.row}
     if "id" in pending.passthrough:
         line["id"] = pending.passthrough["id"]
+    if pending.item is not None:
+        line.update(scored_text(pending.item))
     line.update(pending.passthrough)
     if pending.error is not None:
         line["error"] = pending.error
@@ -177,13 +201,14 @@ class DetectorScorer:
 
     detectors: run these on every row; None: per row, its `config` or every detector it has
         inputs for.
-    explain: ask for explanations.
+    explain: True/False sets `explain` in every detector's config; None leaves it as the row's
+        config (or the wire default) has it.
     judge: judge backend name (None: $ASSAY_JUDGE or "embedded").
     column_map: Assay field name -> column name in the input, for differently named columns.
     """
 
     detectors: tuple[str, ...] | None = None
-    explain: bool = False
+    explain: bool | None = None
     judge: str | None = None
     column_map: tuple[tuple[str, str], ...] = ()
 
@@ -200,7 +225,19 @@ class DetectorScorer:
             check_judge_name(self.judge)
 
     def check_input(self, path: Path) -> None:
-        """Detector rows are checked one by one as they are read; nothing to check up front."""
+        """Fail before any row is scored when `--map` names a field or column that does not
+        exist, or when no row of the file could be scored (see `columns.check_detector_columns`);
+        single rows are still checked one by one as they are read."""
+        check_detector_columns(path, self.column_map, self.detectors)
+
+    def output_columns(self, columns: Sequence[str]) -> list[str]:
+        """Columns of the input (`columns`, as named in the file) that output lines carry: the
+        scored text, then every column that is not a request field."""
+        mapped = dict(self.column_map)
+        renamed = {present: wanted for wanted, present in mapped.items()}
+        carried = [renamed.get(column, column) for column in columns]
+        reserved = {*RESERVED_KEYS, *DETECTORS, "id"}
+        return [*TEXT_FIELDS, *(c for c in dict.fromkeys(carried) if c not in reserved)]
 
     def prepare(self, row: Row) -> PendingRow:
         """One read row as a validated request item (columns mapped), or why it is rejected."""

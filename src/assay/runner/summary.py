@@ -14,10 +14,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from assay.detectors import DETECTORS
 from assay.judges.usage import Usage
+from assay.runner.gates import GateFigures
 
 if TYPE_CHECKING:
     from assay.metrics.ood.summary import OODTally
@@ -132,8 +134,14 @@ class RunSummary:
     failures_by_kind: rows_failed split by error kind.
     detectors: per detector or metric, in the order first seen.
     input_path / output_path / summary_path: where the run read and wrote, when known.
-    usage: LLM calls, tokens, cache hits, votes and cascade escalations over the run (each
-        line's `usage`); rows_with_calls: rows that made at least one LLM call.
+    usage: LLM calls, probe calls, tokens, cache hits, votes, cascade escalations and written
+        answers that disagreed with their probability, over the run (each line's `usage`);
+        rows_with_calls: rows that made at least one LLM call.
+    rows_with_errors: rows with any failure: rejected, timed out, or a scorer errored on them
+        (what `--allow-errors` is about).
+    fingerprint: the run's fingerprint (input and options), written into the summary file so
+        the same command run again knows the output already holds it.
+    already_complete: the run had finished before; nothing was scored this time.
     """
 
     names: tuple[str, ...] = tuple(DETECTORS)
@@ -147,6 +155,9 @@ class RunSummary:
     summary_path: str | None = None
     usage: Usage = field(default_factory=Usage)
     rows_with_calls: int = 0
+    rows_with_errors: int = 0
+    fingerprint: str | None = None
+    already_complete: bool = False
 
     def add_line(self, line: Mapping[str, Any]) -> None:
         """Count one output line (`{"row", "id"?, ..., detector: result}` or `{..., "error"}`)."""
@@ -159,10 +170,12 @@ class RunSummary:
         error = line.get("error")
         if isinstance(error, Mapping):
             self.rows_failed += 1
+            self.rows_with_errors += 1
             kind = str(error.get("kind", "invalid_row"))
             self.failures_by_kind[kind] = self.failures_by_kind.get(kind, 0) + 1
             self._list_failure(line, error)
             return
+        errored = False
         for name in self.names:
             result = line.get(name)
             if isinstance(result, Mapping):
@@ -171,32 +184,70 @@ class RunSummary:
                     self.detectors[name] = DetectorSummary(name, metric_tally=tally)
                 self.detectors[name].add(result)
                 if result.get("error") is True:
+                    errored = True
                     self._list_failure(line, {"field": name, **_error_fields(result)})
+        self.rows_with_errors += errored
 
     def _list_failure(self, line: Mapping[str, Any], error: Mapping[str, Any]) -> None:
         if len(self.failures) < MAX_LISTED_FAILURES:
             self.failures.append({"row": line.get("row"), "id": line.get("id"), **dict(error)})
 
     def unrounded_means(self) -> dict[str, float | None]:
-        """Mean score per detector or metric, unrounded (for gates); None if none scored."""
+        """Mean score per detector or metric, unrounded; None if none scored."""
         return {
             name: d.score_total / d.rows_scored if d.rows_scored else None
             for name, d in self.detectors.items()
         }
+
+    def gate_figures(self) -> dict[str, GateFigures]:
+        """What `--fail-under` checks per scorer: its scores, and the rows it could not score
+        (its own errors, and rows rejected before any scorer ran)."""
+        return {
+            name: GateFigures(d.score_total, d.rows_scored, d.rows_errored + self.rows_failed)
+            for name, d in self.detectors.items()
+        }
+
+    @property
+    def rows_unscored(self) -> bool:
+        """True when there were rows and every one was rejected before scoring: the input,
+        not the judge, is at fault."""
+        return (
+            bool(self.rows)
+            and self.rows_failed == self.rows
+            and all(kind == "invalid_row" for kind in self.failures_by_kind)
+        )
+
+    def to_pandas(self) -> Any:
+        """The run's output as a `pandas.DataFrame`, one row per input row: `row`, `id`, the
+        scored text, passed-through columns, `error`, and per scorer `<name>.score`,
+        `<name>.error` and `<name>.<check>` (instruction probabilities). Needs pandas
+        (`pip install 'assay[pandas]'`)."""
+        from assay.frames import lines_frame
+        from assay.runner.output import iter_output_lines
+
+        if self.output_path is None:
+            raise ValueError("this summary was not made from an output file")
+        return lines_frame(iter_output_lines(Path(self.output_path)))
 
     def add_lines(self, lines: Iterable[Mapping[str, Any]]) -> None:
         for line in lines:
             self.add_line(line)
 
     def to_dict(self) -> dict[str, Any]:
+        scorers = {name: d.to_dict() for name, d in self.detectors.items()}
         return {
             "input": self.input_path,
             "output": self.output_path,
+            "fingerprint": self.fingerprint,
             "rows": self.rows,
             "rows_failed": self.rows_failed,
+            "rows_with_errors": self.rows_with_errors,
             "failures_by_kind": dict(self.failures_by_kind),
             "pass_threshold": PASS_THRESHOLD,
-            "detectors": {name: d.to_dict() for name, d in self.detectors.items()},
+            "scorers": scorers,
+            # The same figures under the name they had before "scorer" was the one word for
+            # "detector or metric"; kept so that readers of older summaries still work.
+            "detectors": scorers,
             "failures": self.failures,
             "llm": {
                 **self.usage.to_dict(),

@@ -17,18 +17,17 @@ import json
 import logging
 import math
 import os
-import re
 import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
-from assay.runner.output import RECORD_COLUMN
+from assay.runner.carried import CarriedColumn, column_array
+from assay.runner.output import RECORD_COLUMN, valid_text
 
 Line = Mapping[str, Any]
 
 logger = logging.getLogger(__name__)
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class OutputWriter(Protocol):
@@ -50,16 +49,17 @@ class OutputWriter(Protocol):
         """Release files without completing (the run stopped early)."""
 
 
-def writer_for(path: Path, score_names: Sequence[str]) -> OutputWriter:
-    """The writer for `path`'s extension (`.parquet`, else JSON Lines)."""
+def writer_for(
+    path: Path, score_names: Sequence[str], carried: Sequence[CarriedColumn] = ()
+) -> OutputWriter:
+    """The writer for `path`'s extension (`.parquet`, else JSON Lines).
+
+    score_names: detectors or metrics whose scores get a `<name>.score` column (Parquet).
+    carried: input fields that get a column of their own (Parquet; see `carried.py`).
+    """
     if path.suffix.lower() == ".parquet":
-        return ParquetWriter(path, score_names)
+        return ParquetWriter(path, score_names, carried)
     return JsonlWriter(path)
-
-
-def valid_text(text: str) -> str:
-    """`text` with U+FFFD in place of each lone surrogate (which UTF-8 cannot encode)."""
-    return _LONE_SURROGATE.sub("\ufffd", text)
 
 
 class LineEncoder:
@@ -71,7 +71,11 @@ class LineEncoder:
     def __init__(self) -> None:
         self.warned_non_finite = False
 
-    def encode(self, line: Line) -> str:
+    def value_text(self, value: Any) -> str:
+        """A value that is not text, as the JSON text a string column holds."""
+        return self.encode(value)
+
+    def encode(self, line: Any) -> str:
         try:
             text = json.dumps(line, ensure_ascii=False, allow_nan=False)
             text.encode("utf-8")
@@ -141,15 +145,21 @@ class JsonlWriter:
 class ParquetWriter:
     """Parquet output: one part file per batch while running, one file at the end."""
 
-    def __init__(self, path: Path, score_names: Sequence[str]) -> None:
+    def __init__(
+        self, path: Path, score_names: Sequence[str], carried: Sequence[CarriedColumn] = ()
+    ) -> None:
         import pyarrow as pa  # imported here: pyarrow is slow to import
 
         self.path = path
         self.parts = path.with_name(f"{path.name}.parts")
         self.score_names = list(score_names)
+        scores = [(f"{name}.score", pa.float64()) for name in self.score_names]
+        taken = {"row", "id", RECORD_COLUMN, *(name for name, _ in scores)}
+        # A carried column may not shadow one of ours (an input column named "record", say).
+        self.carried = [(name, kind) for name, kind in carried if name not in taken]
         self.schema = pa.schema(
-            [("row", pa.int64()), ("id", pa.string()), (RECORD_COLUMN, pa.string())]
-            + [(f"{name}.score", pa.float64()) for name in self.score_names]
+            [("row", pa.int64()), ("id", pa.string()), *self.carried, (RECORD_COLUMN, pa.string())]
+            + scores
         )
         self._parts_written = 0
         self._encoder = LineEncoder()
@@ -170,11 +180,14 @@ class ParquetWriter:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        columns: dict[str, list[Any]] = {
+        columns: dict[str, Any] = {
             "row": [line.get("row") for line in lines],
             "id": [_id_text(line.get("id")) for line in lines],
-            RECORD_COLUMN: [self._encoder.encode(line) for line in lines],
         }
+        for name, kind in self.carried:
+            values = [_valid(line.get(name)) for line in lines]
+            columns[name] = column_array(values, kind, self._encoder.value_text)
+        columns[RECORD_COLUMN] = [self._encoder.encode(line) for line in lines]
         for name in self.score_names:
             columns[f"{name}.score"] = [_score(line.get(name)) for line in lines]
         table = pa.Table.from_pydict(columns, schema=self.schema)
@@ -217,6 +230,15 @@ def _part_number(part: Path) -> int:
         return int(part.stem.removeprefix("part-"))
     except ValueError:
         return 0
+
+
+def _valid(value: Any) -> Any:
+    """Text fit for Arrow (lone surrogates replaced), as the record's JSON has it too."""
+    if isinstance(value, str):
+        return valid_text(value)
+    if isinstance(value, list):
+        return [valid_text(v) if isinstance(v, str) else v for v in value]
+    return value
 
 
 def _id_text(value: Any) -> str | None:

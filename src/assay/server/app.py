@@ -14,8 +14,14 @@ from pydantic import TypeAdapter
 
 from assay.detectors.evaluate import default_judge_name
 from assay.judges.batching import use_batching
-from assay.schema import DetectorError, DetectorResult, DetectRequestItem, InstructionResult
-from assay.server import dashboard, detect, read
+from assay.schema import (
+    DetectorError,
+    DetectorResult,
+    DetectRequestItem,
+    InstructionResult,
+    PublishRequest,
+)
+from assay.server import dashboard, detect, publish, read
 from assay.server.errors import install_error_handlers
 from assay.server.settings import ServerSettings
 from assay.server.worker import JobWorker
@@ -57,6 +63,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
     install_error_handlers(app)
     app.include_router(detect.router)
     app.include_router(read.router)
+    app.include_router(publish.router)
     app.include_router(dashboard.router)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
@@ -76,7 +83,7 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
     schemas.update(item_schema.pop("$defs", {}))
     schemas["DetectRequestItem"] = item_schema
     # The detect routes build their answers by hand; name the shapes they hold.
-    for model in (InstructionResult, DetectorResult, DetectorError):
+    for model in (InstructionResult, DetectorResult, DetectorError, PublishRequest):
         model_schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
         schemas.update(model_schema.pop("$defs", {}))
         schemas[model.__name__] = model_schema

@@ -1,33 +1,49 @@
-"""The web dashboard: server-rendered pages at `/` and `/applications/{name}`."""
+"""The web dashboard: server-rendered pages at `/` and `/applications/{name}`.
+
+An application's page takes its filters from the query string (a plain GET form, no
+JavaScript): `model`, `detector`, `min_score`, `max_score`, `since`, `until` (ISO 8601, UTC)
+and `page`. Counts are of items (a scored request item or published row), each listed once
+with all its detectors; charts and the model comparison cover the filtered detections.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime, timedelta
+import math
+from datetime import UTC, datetime, timedelta
 from typing import Any
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 from jinja2 import Environment, PackageLoader, select_autoescape
 from sqlalchemy.orm import Session
 
+from assay.detectors import DETECTORS
 from assay.server.auth import require_key
 from assay.server.charts import TrendPoint, failure_bar, histogram, trend
+from assay.server.errors import ServerError
 from assay.server.read import read_application
-from assay.store.detections import (
-    applications,
-    detections_page,
+from assay.store.detections import applications, model_names
+from assay.store.views import (
+    DetectionFilter,
+    ModelComparison,
+    bucket_width,
+    compare_models,
     instruction_failures,
-    model_names,
-    score_series,
-    scores_by_detector,
-    time_span,
+    item_count,
+    items_page,
+    scores,
+    span,
+    trends,
 )
 
 router = APIRouter(include_in_schema=False)
 
 _templates: Environment | None = None
-RECENT_DETECTIONS = 20
+#: Items per page of the item list.
+PAGE_SIZE = 25
+_FILTER_KEYS = ("model", "detector", "min_score", "max_score", "since", "until")
 
 
 def _environment() -> Environment:
@@ -56,63 +72,152 @@ async def overview(request: Request) -> HTMLResponse:
     return _render("index.html", applications=await asyncio.to_thread(query))
 
 
-def _bucket_for(span: timedelta) -> str:
-    """A bucket width giving a readable number of points for the data's time span."""
-    if span <= timedelta(hours=3):
-        return "minute"
-    if span <= timedelta(days=4):
-        return "hour"
-    return "day"
+def _score_bound(text: str, name: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ServerError(422, f"{name}: {text!r} is not a number") from None
+    if not math.isfinite(value) or not 0.0 <= value <= 1.0:
+        raise ServerError(422, f"{name}: {text!r} is outside 0 to 1")
+    return value
 
 
-def _short(moment: str, bucket: str) -> str:
-    """A bucket's ISO start as a short label: the time for minutes and hours, else the date."""
-    date, _, time = moment.rstrip("Z").partition("T")
-    return f"{date[5:]} {time[:5]}" if bucket != "day" else date
+def _moment(text: str, name: str) -> datetime:
+    try:
+        moment = datetime.fromisoformat(text.strip().removesuffix("Z"))
+    except ValueError:
+        raise ServerError(422, f"{name}: {text!r} is not a date and time (ISO 8601)") from None
+    return moment.astimezone(UTC).replace(tzinfo=None) if moment.tzinfo else moment
+
+
+def parse_filter(name: str, params: dict[str, str]) -> tuple[DetectionFilter, int]:
+    """The filter and 1-based page number from a query string (blank fields are unset, as
+    an empty form sends them); 422 naming the field for a value that cannot be read."""
+    given = {key: value.strip() for key, value in params.items() if value and value.strip()}
+    detector = given.get("detector")
+    if detector is not None and detector not in DETECTORS:
+        raise ServerError(422, f"detector: unknown detector {detector!r}")
+    try:
+        page = int(given.get("page", "1"))
+    except ValueError:
+        raise ServerError(422, f"page: {given['page']!r} is not a whole number") from None
+    if page < 1:
+        raise ServerError(422, "page: must be 1 or more")
+    view = DetectionFilter(
+        application=name,
+        model=given.get("model"),
+        detector=detector,
+        min_score=_score_bound(given["min_score"], "min_score") if "min_score" in given else None,
+        max_score=_score_bound(given["max_score"], "max_score") if "max_score" in given else None,
+        since=_moment(given["since"], "since") if "since" in given else None,
+        until=_moment(given["until"], "until") if "until" in given else None,
+    )
+    return view, page
+
+
+def _unit(width: timedelta) -> str:
+    seconds = int(width.total_seconds())
+    for size, name in ((86400, "day"), (3600, "hour"), (60, "minute"), (1, "second")):
+        if seconds % size == 0:
+            count = seconds // size
+            return f"{count} {name}{'s' if count != 1 else ''}" if count != 1 else name
+    return f"{seconds} seconds"
+
+
+def _label(moment: datetime, width: timedelta) -> str:
+    if width < timedelta(minutes=1):
+        return moment.strftime("%H:%M:%S")
+    if width < timedelta(days=1):
+        return moment.strftime("%m-%d %H:%M")
+    return moment.strftime("%Y-%m-%d")
+
+
+def _rubric_order(comparison: ModelComparison) -> list[tuple[str, str, dict[str, Any]]]:
+    """The comparison's instructions in each detector's rubric order."""
+    order = {
+        (name, i.text): number
+        for name, detector in DETECTORS.items()
+        for number, i in enumerate(detector.instructions)
+    }
+    keys = sorted(comparison.instructions, key=lambda k: (k[0], order.get(k, len(order)), k[1]))
+    return [(detector, text, comparison.instructions[(detector, text)]) for detector, text in keys]
+
+
+def _page(session: Session, view: DetectionFilter, page: int) -> dict[str, Any]:
+    total = item_count(session, view)
+    pages = max(1, math.ceil(total / PAGE_SIZE))
+    items = items_page(session, view, PAGE_SIZE, (page - 1) * PAGE_SIZE)
+    found = span(session, view)
+    width = bucket_width(*found) if found else timedelta(seconds=1)
+    series = trends(session, view, width)
+    charts = [
+        {
+            "detector": detector,
+            "count": len(values),
+            "mean": sum(values) / len(values),
+            "histogram": histogram(f"{detector}: items per score band", values),
+            "trend": trend(
+                f"{detector}: mean score per {_unit(width)}",
+                [
+                    TrendPoint(
+                        _label(b.start, width),
+                        b.mean,
+                        b.count,
+                        (b.start - datetime(1970, 1, 1)).total_seconds(),
+                    )
+                    for b in series.get(detector, [])
+                ],
+                _unit(width),
+            ),
+        }
+        for detector, values in scores(session, view).items()
+    ]
+    comparison = compare_models(session, view)
+    return {
+        "total": total,
+        "page": page,
+        "pages": pages,
+        "items": items,
+        "unit": _unit(width),
+        "charts": charts,
+        "failures": [(f, failure_bar(f.failure_rate)) for f in instruction_failures(session, view)],
+        "comparison": comparison,
+        "comparison_rows": _rubric_order(comparison),
+        "models": model_names(session, view.application),
+    }
+
+
+def _explanation(detection: Any, instruction: str) -> str:
+    """The judge's explanation of one verdict, from the stored result."""
+    result = detection.result if isinstance(detection.result, dict) else {}
+    for entry in result.get("instructions_list") or []:
+        if isinstance(entry, dict) and entry.get("instruction") == instruction:
+            return str(entry.get("explanation") or "")
+    return ""
 
 
 @router.get("/applications/{name}", response_class=HTMLResponse)
 async def application_page(name: str, request: Request) -> HTMLResponse:
     access = require_key(request, browser=True)
+    params = dict(request.query_params)
+    view, page = parse_filter(name, params)
+    shown = {key: params[key].strip() for key in _FILTER_KEYS if params.get(key, "").strip()}
 
     def query(session: Session) -> dict[str, Any]:
-        total, recent = detections_page(session, name, limit=RECENT_DETECTIONS)
-        first, last = time_span(session, name)
-        bucket = _bucket_for(last - first)
-        series = score_series(session, name, bucket)
-        scores = scores_by_detector(session, name)
-        failures = instruction_failures(session, name)
-        models = model_names(session, name)
-        charts = [
-            {
-                "detector": detector,
-                "count": len(values),
-                "mean": sum(values) / len(values),
-                "histogram": histogram(f"{detector} score distribution", values),
-                "trend": trend(
-                    f"{detector} mean score per {bucket}",
-                    [
-                        TrendPoint(
-                            _short(p["bucket_start"], bucket),
-                            p["mean_score"],
-                            p["count"],
-                            datetime.fromisoformat(p["bucket_start"].rstrip("Z")).timestamp(),
-                        )
-                        for p in series.get(detector, [])
-                    ],
-                ),
-            }
-            for detector, values in scores.items()
-        ]
-        return {
-            "name": name,
-            "total": total,
-            "models": models,
-            "bucket": bucket,
-            "charts": charts,
-            "failures": [(f, failure_bar(f.failure_rate)) for f in failures],
-            "recent": recent,
-        }
+        return _page(session, view, page)
 
-    page = await read_application(request, access, name, query)
-    return _render("application.html", **page)
+    data = await read_application(request, access, name, query)
+
+    def link(to_page: int) -> str:
+        return f"?{urlencode({**shown, 'page': to_page})}"
+
+    return _render(
+        "application.html",
+        name=name,
+        filters=shown,
+        detectors=list(DETECTORS),
+        previous_link=link(page - 1) if page > 1 else None,
+        next_link=link(page + 1) if page < data["pages"] else None,
+        explanations=_explanation,
+        **data,
+    )

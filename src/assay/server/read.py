@@ -81,7 +81,8 @@ def _check_detector(detector: str | None) -> None:
 
 @router.get("/v1/applications", tags=["read"], responses=_AUTH)
 async def list_applications(request: Request) -> list[dict[str, Any]]:
-    """Applications with published detections: models, counts, mean score per detector."""
+    """Applications with published detections: models, items (scored request items),
+    detections (one per detector of an item), mean score per detector."""
     access = require_key(request)
 
     def query() -> list[dict[str, Any]]:
@@ -90,6 +91,7 @@ async def list_applications(request: Request) -> list[dict[str, Any]]:
                 {
                     "name": app.name,
                     "models": app.models,
+                    "items": app.items,
                     "detections": app.detections,
                     "last_detection_at": app.last_detection_at.isoformat() + "Z"
                     if app.last_detection_at

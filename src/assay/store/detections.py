@@ -1,21 +1,19 @@
-"""Writing published detections and the read queries behind the API and the dashboard."""
+"""Writing published detections and the read queries behind the API (the dashboard's own
+queries are in `views.py`)."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import case, func, select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
 from assay.schema import DetectRequestItem
 from assay.store.models import Detection, InstructionOutcome, utcnow
-
-#: Time buckets the metrics endpoint accepts, with their width.
-BUCKETS = {"minute": timedelta(minutes=1), "hour": timedelta(hours=1), "day": timedelta(days=1)}
 
 
 def add_detections(
@@ -29,8 +27,37 @@ def add_detections(
 
     results: detector name -> the wire result, or the error object for a failed detector.
     """
+    add_result_rows(
+        session,
+        StoredText(item.user_query, item.generated_text, item.context_documents()),
+        item.application_name or "",
+        item.model_name or "",
+        results,
+        request_id,
+        job_id,
+    )
+
+
+@dataclass(frozen=True)
+class StoredText:
+    """The text a detection was made on."""
+
+    user_query: str | None
+    generated_text: str
+    context: list[str]
+
+
+def add_result_rows(
+    session: Session,
+    text: StoredText,
+    application: str,
+    model: str,
+    results: Mapping[str, Any],
+    request_id: str,
+    job_id: str | None = None,
+) -> None:
+    """Add one detection per detector (and one row per instruction verdict) to `session`."""
     now = utcnow()
-    application, model = item.application_name or "", item.model_name or ""
     for detector, result in results.items():
         failed = bool(result.get("error"))
         detection = Detection(
@@ -41,9 +68,9 @@ def add_detections(
             created_at=now,
             score=None if failed else float(result["score"]),
             error=str(result.get("message", "failed")) if failed else None,
-            user_query=item.user_query,
-            generated_text=item.generated_text,
-            context=item.context_documents(),
+            user_query=text.user_query,
+            generated_text=text.generated_text,
+            context=text.context,
             result=dict(result),
             job_id=job_id,
         )
@@ -62,10 +89,15 @@ def add_detections(
 
 @dataclass
 class ApplicationSummary:
-    """An application with its models, detection count and last activity."""
+    """An application with its models, item and detection counts and last activity.
+
+    items: scored items (one request item or published row, whatever its detectors);
+    detections: one per detector of each item.
+    """
 
     name: str
     models: list[str] = field(default_factory=list)
+    items: int = 0
     detections: int = 0
     last_detection_at: datetime | None = None
     mean_scores: dict[str, float] = field(default_factory=dict)
@@ -81,6 +113,7 @@ def applications(session: Session, only: Collection[str] | None = None) -> list[
         Detection.application_name,
         Detection.model_name,
         func.count(),
+        func.count(func.distinct(Detection.request_id)),
         func.max(Detection.created_at),
     )
     means = select(Detection.application_name, Detection.detector, func.avg(Detection.score))
@@ -88,10 +121,11 @@ def applications(session: Session, only: Collection[str] | None = None) -> list[
         counts = counts.where(Detection.application_name.in_(sorted(only)))
         means = means.where(Detection.application_name.in_(sorted(only)))
     rows = session.execute(counts.group_by(Detection.application_name, Detection.model_name)).all()
-    for name, model, count, last in rows:
+    for name, model, count, items, last in rows:
         summary = summaries.setdefault(name, ApplicationSummary(name))
         summary.models.append(model)
         summary.detections += int(count)
+        summary.items += int(items)
         if summary.last_detection_at is None or last > summary.last_detection_at:
             summary.last_detection_at = last
     averages = session.execute(
@@ -104,6 +138,16 @@ def applications(session: Session, only: Collection[str] | None = None) -> list[
     for summary in summaries.values():
         summary.models.sort()
     return [summaries[name] for name in sorted(summaries)]
+
+
+def stored_request_ids(session: Session, request_ids: Collection[str]) -> set[str]:
+    """Which of `request_ids` already have detections."""
+    if not request_ids:
+        return set()
+    rows = session.execute(
+        select(Detection.request_id).where(Detection.request_id.in_(sorted(request_ids))).distinct()
+    ).scalars()
+    return set(rows)
 
 
 def application_exists(session: Session, name: str) -> bool:
@@ -122,17 +166,6 @@ def model_names(session: Session, application: str) -> list[str]:
         .order_by(Detection.model_name)
     ).scalars()
     return list(rows)
-
-
-def time_span(session: Session, application: str) -> tuple[datetime, datetime]:
-    """When the application's first and last detections were stored (now, now if none)."""
-    first, last = session.execute(
-        select(func.min(Detection.created_at), func.max(Detection.created_at)).where(
-            Detection.application_name == application
-        )
-    ).one()
-    now = utcnow()
-    return (first or now, last or now)
 
 
 def _filtered(
@@ -224,46 +257,6 @@ def score_series(
         ]
         for name, by_bucket in sorted(sums.items())
     }
-
-
-def scores_by_detector(session: Session, application: str) -> dict[str, list[float]]:
-    """Every score of the application, per detector (for the distribution charts)."""
-    rows = session.execute(
-        select(Detection.detector, Detection.score).where(
-            Detection.application_name == application, Detection.score.is_not(None)
-        )
-    ).all()
-    scores: dict[str, list[float]] = defaultdict(list)
-    for name, score in rows:
-        if score is not None:
-            scores[name].append(float(score))
-    return dict(sorted(scores.items()))
-
-
-@dataclass(frozen=True)
-class InstructionFailures:
-    """How often one instruction was not followed."""
-
-    detector: str
-    instruction: str
-    failed: int
-    total: int
-
-    @property
-    def failure_rate(self) -> float:
-        return self.failed / self.total if self.total else 0.0
-
-
-def instruction_failures(session: Session, application: str) -> list[InstructionFailures]:
-    """Each instruction's failure count, the most failed first."""
-    failed = func.sum(case((InstructionOutcome.label.is_(False), 1), else_=0))
-    rows = session.execute(
-        select(InstructionOutcome.detector, InstructionOutcome.instruction, failed, func.count())
-        .where(InstructionOutcome.application_name == application)
-        .group_by(InstructionOutcome.detector, InstructionOutcome.instruction)
-    ).all()
-    stats = [InstructionFailures(d, i, int(f or 0), int(t)) for d, i, f, t in rows]
-    return sorted(stats, key=lambda s: (-s.failure_rate, -s.failed, s.detector, s.instruction))
 
 
 def detection_json(detection: Detection) -> dict[str, Any]:

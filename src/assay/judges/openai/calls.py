@@ -4,14 +4,18 @@ backoff, `retry-after` honoured), per-call timeouts and the error kinds every LL
 Only what is worth retrying is retried: HTTP 429, 5xx, timeouts and connection errors. Anything
 else (a 400, a 401, a body that is not JSON) becomes a `JudgeFailure` at once. Failure kinds are
 the same for every caller (the LLM judge, the OOD judge, the OOD generator): "timeout",
-"rate_limited", "transport" (no usable HTTP answer: connection, 5xx, a refused request) and
-"bad_output" (an answer that cannot be read). The answer is kept as a small `Completion` record,
-which is also what the call cache stores, so a cached call and a live one read the same.
+"rate_limited", "transport" (no usable HTTP answer: connection, 5xx, a refused request),
+"bad_output" (an answer that cannot be read), and two that belong to one request's input rather
+than to the endpoint: "input_too_long" (the prompt does not fit the model's context window) and
+"content_filtered" (the provider's content filter refused the input or cut the answer). The
+judge adds "low_confidence_answer" (`logprobs.py`). The answer is kept as a small `Completion`
+record, which is also what the call cache stores, so a cached call and a live one read the same.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,6 +29,17 @@ from assay.schema import JudgeFailure
 
 #: The failure kinds of an LLM call, shared by everything that calls one.
 TIMEOUT, RATE_LIMITED, TRANSPORT, BAD_OUTPUT = "timeout", "rate_limited", "transport", "bad_output"
+#: Failure kinds that belong to one request's input: that row fails, nothing else changes.
+INPUT_TOO_LONG, CONTENT_FILTERED = "input_too_long", "content_filtered"
+
+#: How providers word a prompt that does not fit (OpenAI and llama-cpp-python send the code
+#: `context_length_exceeded`; vLLM, Ollama and others only say it in the message).
+_TOO_LONG = re.compile(
+    r"context[ _-]?length|context window|maximum context|too many tokens|n_ctx"
+    r"|(?:prompt|input) is too long|`?inputs?`? tokens",
+    re.IGNORECASE,
+)
+_FILTERED = re.compile(r"content[ _-]?(?:filter|management|policy)|safety system", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -44,6 +59,7 @@ class Completion:
     tokens: per generated token, its logprobs; None when the endpoint returned none.
     finish_reason: "stop", "length", ...
     prompt_tokens / completion_tokens: the usage the server reported (0 when it reported none).
+    model: the model the server says answered ("" when it did not say).
     """
 
     content: str
@@ -51,6 +67,7 @@ class Completion:
     finish_reason: str
     prompt_tokens: int
     completion_tokens: int
+    model: str = ""
 
     def to_json(self) -> dict[str, Any]:
         tokens = None
@@ -62,6 +79,7 @@ class Completion:
             "finish_reason": self.finish_reason,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
+            "model": self.model,
         }
 
     @classmethod
@@ -76,18 +94,33 @@ class Completion:
             finish_reason=str(data.get("finish_reason") or ""),
             prompt_tokens=int(data.get("prompt_tokens") or 0),
             completion_tokens=int(data.get("completion_tokens") or 0),
+            model=str(data.get("model") or ""),
         )
 
 
 class RequestRejected(JudgeFailure):
-    """The endpoint refused the request itself (HTTP 400/404/422): retrying will not help, but a
-    simpler request (no JSON schema, no logprobs) might. Its kind is "transport"."""
+    """The endpoint refused the request itself (HTTP 400/404/422, or llama-cpp-python's 500 for
+    an unsupported `response_format`): retrying the same request will not help.
 
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(TRANSPORT, f"HTTP {status}: {message}")
+    Its kind says why, as far as the answer tells: "input_too_long" (context length exceeded),
+    "content_filtered", or "transport" for any other refusal. Only the endpoint's capability
+    probe reads a refusal as "this form is not supported"; a refused user row is that row's
+    error and nothing else.
+    """
+
+    def __init__(self, status: int, message: str, code: str | None = None) -> None:
+        super().__init__(rejection_kind(message, code), f"HTTP {status}: {message}")
         self.status = status
-        # The structured-output form refused last (set by the endpoint's negotiation).
-        self.form: str | None = None
+
+
+def rejection_kind(message: str, code: str | None) -> str:
+    """The failure kind of a refused request, from the provider's error code and message."""
+    text = f"{code or ''} {message}"
+    if _TOO_LONG.search(text):
+        return INPUT_TOO_LONG
+    if _FILTERED.search(text):
+        return CONTENT_FILTERED
+    return TRANSPORT
 
 
 def completion_from_response(response: Any) -> Completion:
@@ -116,6 +149,7 @@ def completion_from_response(response: Any) -> Completion:
         finish_reason=str(choice.finish_reason or ""),
         prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
         completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+        model=str(getattr(response, "model", "") or ""),
     )
 
 
@@ -140,7 +174,7 @@ def _final_failure(error: Exception) -> JudgeFailure:
     if isinstance(error, openai.APIStatusError):
         detail = _error_detail(error)
         if error.status_code in (400, 404, 422) or refused_request(error):
-            return RequestRejected(error.status_code, detail)
+            return RequestRejected(error.status_code, detail, error.code)
         return JudgeFailure(TRANSPORT, f"HTTP {error.status_code}: {detail}")
     if isinstance(error, openai.APITimeoutError):
         return JudgeFailure(TIMEOUT, "the LLM endpoint did not answer in time")
@@ -186,8 +220,8 @@ async def call_with_retries(
     on_attempt: called as each HTTP attempt starts (for accounting: failed calls count too).
 
     Raises JudgeFailure (kind "timeout", "rate_limited", "transport" or "bad_output"; a
-    RequestRejected when the endpoint refused the request's form) when every attempt failed or
-    the failure is not worth retrying.
+    RequestRejected, kind "input_too_long", "content_filtered" or "transport", when the endpoint
+    refused the request) when every attempt failed or the failure is not worth retrying.
     """
 
     async def attempt() -> Completion:

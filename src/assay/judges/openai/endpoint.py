@@ -4,13 +4,17 @@ generator all call an LLM through.
 An `LLMEndpoint` wraps one endpoint and model (`LLMSettings`) and adds to each call
 (`calls.call_with_retries`: retries, timeouts, error kinds):
 
-- structured output negotiated once and remembered: "auto" tries OpenAI's `json_schema`, then
-  llama-cpp-python's `json_object` with a schema, then plain text, and keeps the first form the
-  endpoint accepts, so later calls go straight to it (calls that start meanwhile wait for the
-  answer rather than each be refused in turn);
+- capabilities learned once, from a known-good probe request (`probe.py`), before the first
+  call: the structured-output form ("auto" tries OpenAI's `json_schema`, then
+  llama-cpp-python's `json_object` with a schema, then plain text), whether answers list
+  `top_logprobs`, and the model the server reports. A refused user row never changes them: it
+  is that row's error (`input_too_long`, `content_filtered`, `transport`);
 - a concurrency limit (`settings.concurrency` calls in flight per event loop);
-- the call cache (`judges/cache.py`): a repeated call is answered from disk;
-- usage accounting (`judges/usage.py`): calls, tokens and cache hits, per row.
+- the call cache (`judges/cache.py`): a repeated call is answered from disk. The key covers the
+  endpoint's identity (base URL, model asked for, model reported), the response format, the
+  whole request (messages, sampling settings) and the caller's tag (e.g. its prompt version);
+  only answers the caller found readable are stored;
+- usage accounting (`judges/usage.py`): calls, probe calls, tokens and cache hits, per row.
 
 Callers that make several calls can hold `connected()` open around them so they share one HTTP
 connection pool.
@@ -24,7 +28,7 @@ import logging
 import re
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
@@ -33,10 +37,20 @@ import openai
 from assay.judges.cache import CallCache, cache_key
 from assay.judges.openai.calls import (
     BAD_OUTPUT,
+    CONTENT_FILTERED,
     TRANSPORT,
     Completion,
     RequestRejected,
     call_with_retries,
+)
+from assay.judges.openai.probe import (
+    PROBE_SCHEMA,
+    Capabilities,
+    base_url,
+    identity,
+    probe_request,
+    read_capabilities,
+    record_key,
 )
 from assay.judges.openai.settings import LLMSettings
 from assay.judges.usage import WHOLE_ROW, RowKey, Usage, record_row_usage
@@ -52,17 +66,47 @@ AUTO_MODES = ("json_schema", "json_object", "none")
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.MULTILINE)
 
 
-def response_format(mode: str, schema: dict[str, Any] | None) -> dict[str, Any] | None:
+def response_format(mode: str, schema: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """The `response_format` for structured-output `mode`, or None to send none."""
     if schema is None or mode == "none":
         return None
     if mode == "json_object":
         # llama-cpp-python's spelling: it compiles the schema into a grammar.
-        return {"type": "json_object", "schema": schema}
+        return {"type": "json_object", "schema": dict(schema)}
     return {
         "type": "json_schema",
-        "json_schema": {"name": "answer", "schema": schema, "strict": True},
+        "json_schema": {"name": "answer", "schema": dict(schema), "strict": True},
     }
+
+
+def call_key(
+    settings: LLMSettings,
+    capabilities: Capabilities,
+    request: Mapping[str, Any],
+    schema: Mapping[str, Any] | None,
+    tag: Mapping[str, Any],
+) -> str:
+    """The cache key of one call: who answers (base URL, model asked for, model reported), the
+    response format it is sent with, the whole request and the caller's `tag`."""
+    form = capabilities.form if schema is not None else "none"
+    return cache_key(
+        {
+            "endpoint": identity(settings, capabilities),
+            "response_format": response_format(form, schema),
+            "request": dict(request),
+            "tag": dict(tag),
+        }
+    )
+
+
+def recalled_capabilities(settings: LLMSettings, cache: CallCache | None) -> Capabilities | None:
+    """What the last probe of this endpoint found, as kept in the cache file; None if unknown.
+    Only for estimates that may make no call (`--dry-run`)."""
+    stored = cache.get(record_key(settings)) if cache is not None else None
+    try:
+        return Capabilities.from_json(stored) if stored is not None else None
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 class LLMEndpoint:
@@ -77,14 +121,16 @@ class LLMEndpoint:
         if cache is None and settings.cache:
             cache = CallCache(settings.cache_file(), settings.cache_ttl)
         self.cache = cache
-        # Learned from the endpoint on first use, then reused for every later call.
-        self.structured: str | None = None if settings.structured == "auto" else settings.structured
+        # Learned by the probe before the first call, then kept for every later call.
+        self.found: Capabilities | None = None
+        # Set when the endpoint refused every form of the probe: it cannot serve any row.
+        self._refused: JudgeFailure | None = None
         # Semaphores, locks and HTTP clients belong to one event loop; sync callers may use
         # several.
         self._limiters: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
             weakref.WeakKeyDictionary()
         )
-        self._negotiating: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+        self._probing: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
             weakref.WeakKeyDictionary()
         )
         self._clients: weakref.WeakKeyDictionary[
@@ -117,6 +163,36 @@ class LLMEndpoint:
                 del self._clients[loop]
                 await client.close()
 
+    async def capabilities(
+        self, *, row: RowKey = WHOLE_ROW, deadline: float | None = None
+    ) -> Capabilities:
+        """What the endpoint can do; the first caller probes it (once per endpoint), callers
+        that come meanwhile wait for that answer.
+
+        row: the row whose call needed the probe; the probe's calls are counted on it as
+            `probe_calls`.
+        deadline: `time.monotonic()` value after which no probe attempt starts.
+
+        Raises JudgeFailure when the probe could not be made (the endpoint is down, times out):
+        nothing is learned then, and the next call probes again.
+        """
+        if self.found is not None:
+            return self.found
+        if self._refused is not None:
+            raise self._refused
+        if deadline is None:
+            deadline = time.monotonic() + self.settings.row_timeout
+        lock = self._probing.setdefault(asyncio.get_running_loop(), asyncio.Lock())
+        async with lock:
+            if self.found is None:
+                if self._refused is not None:
+                    raise self._refused
+                async with self.connected() as client:
+                    self.found = await self._probe(client, row, deadline)
+                if self.cache is not None:
+                    self.cache.put(record_key(self.settings), self.found.to_json())
+            return self.found
+
     async def complete(
         self,
         request: dict[str, Any],
@@ -124,35 +200,46 @@ class LLMEndpoint:
         schema: dict[str, Any] | None = None,
         deadline: float | None = None,
         row: RowKey = WHOLE_ROW,
-        cache_as: str | None = None,
-        check: Callable[[Completion], object] | None = None,
+        cache_tag: Mapping[str, Any] | None = None,
+        cacheable: Callable[[Completion], bool] | None = None,
     ) -> Completion:
         """One chat completion.
 
         request: keyword arguments of `chat.completions.create`, without `response_format`.
-        schema: JSON schema of the answer, asked for as structured output (negotiated); None
-            for free text.
+        schema: JSON schema of the answer, asked for in the endpoint's structured-output form;
+            None for free text.
         deadline: `time.monotonic()` value after which no attempt starts; default
             `settings.row_timeout` from now.
         row: the row the call's usage is recorded on (see `judges/usage.py`).
-        cache_as: the call's cache key; None to neither read nor write the cache.
-        check: raises JudgeFailure for an answer not worth keeping; such answers are not cached.
+        cache_tag: what else decides the answer besides the request (e.g. the prompt version);
+            with `cacheable`, the call is read from and written to the cache.
+        cacheable: whether an answer is worth keeping (readable); others are never stored.
 
-        Raises JudgeFailure (kinds "timeout", "rate_limited", "transport", "bad_output").
+        Raises JudgeFailure: "timeout", "rate_limited", "transport", "bad_output";
+        "input_too_long" or "content_filtered" when the endpoint refused this request or
+        filtered its answer.
         """
-        if self.cache is not None and cache_as is not None:
-            stored = self.cache.get(cache_as)
+        if deadline is None:
+            deadline = time.monotonic() + self.settings.row_timeout
+        found = await self.capabilities(row=row, deadline=deadline)
+        key = None
+        if self.cache is not None and cache_tag is not None and cacheable is not None:
+            key = call_key(self.settings, found, request, schema, cache_tag)
+            stored = self.cache.get(key)
             if stored is not None:
                 record_row_usage(row, Usage(cached_calls=1))
                 return Completion.from_json(stored)
-        if deadline is None:
-            deadline = time.monotonic() + self.settings.row_timeout
+        full = dict(request)
+        structured = response_format(found.form, schema)
+        if structured is not None:
+            full["response_format"] = structured
         async with self.connected() as client:
-            completion = await self._negotiated(client, request, schema, deadline, row)
-        if check is not None:
-            check(completion)
-        if self.cache is not None and cache_as is not None:
-            self.cache.put(cache_as, completion.to_json())
+            completion = await self._call(client, full, deadline, row, probe=False)
+        if completion.finish_reason == "content_filter":
+            raise JudgeFailure(CONTENT_FILTERED, "the provider's content filter cut the answer")
+        # Only answers the caller could read are kept: a cached reply must be a real one.
+        if key is not None and self.cache is not None and cacheable and cacheable(completion):
+            self.cache.put(key, completion.to_json())
         return completion
 
     async def complete_json(
@@ -182,73 +269,107 @@ class LLMEndpoint:
             "temperature": temperature,
             "max_tokens": self.settings.max_tokens,
         }
-        key = cache_key({"purpose": "json", "schema": schema, **request})
+
+        def readable(completion: Completion) -> bool:
+            try:
+                read(read_json(completion))
+            except JudgeFailure:
+                return False
+            return True
+
         completion = await self.complete(
-            request, schema=schema, row=row, cache_as=key, check=lambda c: read(read_json(c))
+            request,
+            schema=schema,
+            row=row,
+            cache_tag={"purpose": "json"},
+            cacheable=readable,
         )
         return read(read_json(completion))
 
-    async def _negotiated(
-        self,
-        client: openai.AsyncOpenAI,
-        request: dict[str, Any],
-        schema: dict[str, Any] | None,
-        deadline: float,
-        row: RowKey,
-    ) -> Completion:
-        if schema is None:
-            return await self._in_forms(client, request, None, ["none"], deadline, row)
-        if self.structured is None:
-            loop = asyncio.get_running_loop()
-            lock = self._negotiating.setdefault(loop, asyncio.Lock())
-            async with lock:
-                if self.structured is None:
-                    forms = list(AUTO_MODES)
-                    return await self._in_forms(client, request, schema, forms, deadline, row)
-        return await self._in_forms(client, request, schema, [self.structured], deadline, row)
-
-    async def _in_forms(
-        self,
-        client: openai.AsyncOpenAI,
-        request: dict[str, Any],
-        schema: dict[str, Any] | None,
-        forms: list[str],
-        deadline: float,
-        row: RowKey,
-    ) -> Completion:
-        """The call in the first of `forms` the endpoint accepts (remembered when a schema is
-        asked for)."""
-        for position, form in enumerate(forms):
-            full = dict(request)
-            structured = response_format(form, schema)
-            if structured is not None:
-                full["response_format"] = structured
-            try:
-                completion = await call_with_retries(
-                    client,
-                    full,
-                    self.settings,
-                    self._limiter(),
-                    deadline,
-                    on_attempt=lambda: record_row_usage(row, Usage(calls=1)),
-                )
-            except RequestRejected as rejected:
-                if position + 1 < len(forms):
-                    logger.info("endpoint refused response_format %s: %s", form, rejected.message)
+    async def _probe(
+        self, client: openai.AsyncOpenAI, row: RowKey, deadline: float
+    ) -> Capabilities:
+        """Ask the probe in each form until one is accepted: with logprobs first, then (only if
+        every form was refused) without."""
+        forms = AUTO_MODES if self.settings.structured == "auto" else (self.settings.structured,)
+        refusals: list[str] = []
+        last = ""
+        for logprobs in (True, False):
+            for form in forms:
+                request = probe_request(self.settings, logprobs)
+                structured = response_format(form, PROBE_SCHEMA)
+                if structured is not None:
+                    request["response_format"] = structured
+                try:
+                    completion = await self._call(client, request, deadline, row, probe=True)
+                except RequestRejected as rejected:
+                    logger.info(
+                        "LLM endpoint %s refused the probe (response_format %s, logprobs %s): %s",
+                        base_url(self.settings),
+                        form,
+                        "on" if logprobs else "off",
+                        rejected.message,
+                    )
+                    refusals.append(f"{form}{'' if logprobs else ' without logprobs'}")
+                    last = rejected.message
                     continue
-                rejected.form = form
-                raise
-            if schema is not None:
-                self.structured = form
-            record_row_usage(
-                row,
-                Usage(
-                    prompt_tokens=completion.prompt_tokens,
-                    completion_tokens=completion.completion_tokens,
-                ),
+                found = read_capabilities(completion, form, logprobs)
+                self._log(found)
+                return found
+        self._refused = JudgeFailure(
+            TRANSPORT,
+            f"the LLM endpoint {base_url(self.settings)} refused every form of the capability "
+            f"probe ({', '.join(refusals)}); last: {last}",
+        )
+        logger.error("%s", self._refused.message)
+        raise self._refused
+
+    def _log(self, found: Capabilities) -> None:
+        where = base_url(self.settings)
+        model = found.reported_model or "not reported"
+        logger.info(
+            "LLM endpoint %s (model %s, server reports %s): structured output %s, logprobs %s",
+            where,
+            self.settings.model,
+            model,
+            found.form,
+            "listed" if found.logprobs else "not listed",
+        )
+        if not found.logprobs:
+            logger.warning(
+                "LLM endpoint %s lists no top_logprobs; the judge answers by %d sampled votes "
+                "per call instead",
+                where,
+                self.settings.votes,
             )
-            return completion
-        raise JudgeFailure(TRANSPORT, "the endpoint refused every request form")
+
+    async def _call(
+        self,
+        client: openai.AsyncOpenAI,
+        request: dict[str, Any],
+        deadline: float,
+        row: RowKey,
+        *,
+        probe: bool,
+    ) -> Completion:
+        """One call with retries; its attempts and tokens are recorded on `row`."""
+        attempt = Usage(probe_calls=1) if probe else Usage(calls=1)
+        completion = await call_with_retries(
+            client,
+            request,
+            self.settings,
+            self._limiter(),
+            deadline,
+            on_attempt=lambda: record_row_usage(row, attempt),
+        )
+        record_row_usage(
+            row,
+            Usage(
+                prompt_tokens=completion.prompt_tokens,
+                completion_tokens=completion.completion_tokens,
+            ),
+        )
+        return completion
 
     def _limiter(self) -> asyncio.Semaphore:
         loop = asyncio.get_running_loop()

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 
 from assay.judges.base import Question
 from assay.judges.cache import CallCache
-from assay.judges.openai.judge import request_key, rubric_requests
+from assay.judges.openai.endpoint import call_key, recalled_capabilities
+from assay.judges.openai.judge import request_tag, rubric_requests
 from assay.judges.openai.settings import LLMSettings
 
 #: Rough characters per token of English text under common BPE tokenizers.
@@ -43,22 +44,28 @@ def estimate_cost(
 ) -> CostEstimate:
     """The calls and tokens `OpenAIJudge(settings)` would spend on `questions` if every reply
     is readable and the endpoint returns logprobs (without logprobs each call becomes
-    `settings.votes` sampled calls)."""
+    `settings.votes` sampled calls).
+
+    Which calls the cache would answer depends on who answers (the cache key holds the model
+    the server reports and the response format its probe accepted). A dry run makes no call,
+    so it uses what the last probe of this endpoint found, kept in the cache file; when no
+    probe is on record, every call counts as one to make.
+    """
     estimate = CostEstimate(questions=len(questions))
     per_field = TOKENS_PER_FIELD + (TOKENS_PER_QUOTE if any(q.explain for q in questions) else 0)
-    for request in rubric_requests(settings, questions):
-        if cache is not None and cache.get(request_key(request, None)) is not None:
-            estimate.cached_calls += 1
-            continue
+    found = recalled_capabilities(settings, cache)
+    for planned in rubric_requests(settings, questions):
+        if cache is not None and found is not None:
+            key = call_key(settings, found, planned.request, planned.schema, request_tag(None))
+            if cache.get(key) is not None:
+                estimate.cached_calls += 1
+                continue
         estimate.calls += 1
-        messages = request["messages"]
         estimate.prompt_tokens += sum(
-            estimate_tokens(m["content"]) + TOKENS_PER_MESSAGE for m in messages
+            estimate_tokens(m["content"]) + TOKENS_PER_MESSAGE for m in planned.request["messages"]
         )
         if settings.strategy == "fields":
-            asked = messages[-1]["content"].split("Instructions:\n", 1)[-1]
-            count = sum(1 for line in asked.splitlines() if line[:1].isdigit())
-            estimate.completion_tokens += 2 + count * per_field
+            estimate.completion_tokens += 2 + planned.questions * per_field
         else:
-            estimate.completion_tokens += int(request["max_tokens"])
+            estimate.completion_tokens += int(planned.request["max_tokens"])
     return estimate

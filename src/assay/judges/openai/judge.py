@@ -3,11 +3,12 @@
 Questions are grouped per row and detector ("a rubric"). With the "fields" strategy a rubric is
 one call whose JSON reply has one answer per instruction; with "per_instruction" each
 instruction is a 1-token call over a shared prompt prefix. Either way each instruction's
-`follow_probability` is P(yes) read from the answer token's logprobs. An endpoint that returns no
-logprobs is asked k times at temperature > 0 and the share of yes votes is used instead; such
-verdicts say so. A reply that cannot be read is re-asked once; after that, the instructions
-still unanswered are explicit failures. Calls go through the shared LLM layer
-(`endpoint.LLMEndpoint`: structured-output negotiation, retries, concurrency, cache, usage).
+`follow_probability` is P(yes) read from the logprobs at that answer's own token. An endpoint
+whose probe showed no `top_logprobs` is asked k times at temperature > 0 and the share of yes
+votes is used instead; such verdicts say so. A reply whose answers cannot all be read is
+re-asked once; after that, the instructions still unanswered are explicit failures. Calls go
+through the shared LLM layer (`endpoint.LLMEndpoint`: capability probe, retries, concurrency,
+cache, usage); only replies whose every answer was read are cached.
 """
 
 from __future__ import annotations
@@ -15,18 +16,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from assay.judges.base import Judge, Question, Verdict
-from assay.judges.cache import CallCache, cache_key
-from assay.judges.openai.calls import Completion, RequestRejected
+from assay.judges.cache import CallCache
+from assay.judges.openai.calls import Completion
 from assay.judges.openai.endpoint import LLMEndpoint
 from assay.judges.openai.parsing import Reading, read_fields, read_single
 from assay.judges.openai.prompts import (
     PROMPT_VERSION,
     REASK,
     Messages,
+    assistant_turn,
     fields_messages,
     fields_schema,
     instruction_messages,
@@ -57,8 +60,6 @@ class OpenAIJudge(Judge):
         self.settings = settings or settings_from_env()
         self.endpoint = LLMEndpoint(self.settings, cache)
         self.cache = self.endpoint.cache
-        # Learned from the endpoint on first use, then reused for every later call.
-        self._has_logprobs: bool | None = None
 
     # -- the Judge interface ---------------------------------------------------------------
 
@@ -90,6 +91,11 @@ class OpenAIJudge(Judge):
         deadline = time.monotonic() + self.settings.row_timeout
         try:
             async with asyncio.timeout(self.settings.row_timeout):
+                found = await self.endpoint.capabilities(
+                    row=row_key(questions[0]), deadline=deadline
+                )
+                if not found.logprobs:
+                    return await self._vote(questions, deadline)
                 if self.settings.strategy == "fields":
                     return await self._ask_fields(questions, deadline)
                 return list(
@@ -102,63 +108,64 @@ class OpenAIJudge(Judge):
             return [failure] * len(questions)
 
     async def _ask_fields(self, questions: list[Question], deadline: float) -> list[Answer]:
-        explain = questions[0].explain
-        messages = fields_messages(questions, explain)
-        schema = fields_schema(len(questions), explain)
-        budget = self.settings.max_tokens
+        count = len(questions)
+        messages = fields_messages(questions, questions[0].explain)
+        schema = fields_schema(count, questions[0].explain)
 
-        if self._has_logprobs is not False:
-            completion = await self._complete(questions, messages, schema, budget, deadline)
-            if completion.tokens is not None:
-                readings = read_fields(completion, len(questions))
-                if len(readings) < len(questions):
-                    retry = [*messages, _assistant(completion), {"role": "user", "content": REASK}]
-                    again = await self._complete(questions, retry, schema, budget, deadline)
-                    if again.tokens is not None:
-                        for number, reading in read_fields(again, len(questions)).items():
-                            readings.setdefault(number, reading)
-                return [
-                    verdict_from_reading(readings.get(n), q, completion.finish_reason)
-                    for n, q in enumerate(questions, start=1)
-                ]
-            self._no_logprobs()
-        return await self._vote_fields(questions, messages, schema, budget, deadline)
+        def complete(reply: Completion) -> bool:
+            readings = read_fields(reply, count)
+            return len(readings) == count and all(r.odds is not None for r in readings.values())
+
+        completion = await self._complete(questions, messages, schema, deadline, None, complete)
+        readings = read_fields(completion, count)
+        if len(readings) < count:
+            retry = [*messages, assistant_turn(completion.content), _reask()]
+            again = await self._complete(questions, retry, schema, deadline, None, complete)
+            for number, reading in read_fields(again, count).items():
+                readings.setdefault(number, reading)
+        return [
+            verdict_from_reading(
+                readings.get(n), q, completion.finish_reason, self.settings.min_answer_mass
+            )
+            for n, q in enumerate(questions, start=1)
+        ]
 
     async def _ask_single(self, question: Question, deadline: float) -> Answer:
         messages = instruction_messages(question, question.explain)
-        budget = EXPLAIN_TOKENS if question.explain else 1
-        if self._has_logprobs is not False:
-            completion = await self._complete([question], messages, None, budget, deadline)
-            if completion.tokens is not None:
-                reading = read_single(completion)
-                if reading is None:
-                    retry = [*messages, _assistant(completion), {"role": "user", "content": REASK}]
-                    again = await self._complete([question], retry, None, budget, deadline)
-                    reading = read_single(again) if again.tokens is not None else None
-                return verdict_from_reading(reading, question, completion.finish_reason)
-            self._no_logprobs()
-        votes = []
-        for vote in range(self.settings.votes):
-            completion = await self._complete(
-                [question], messages, None, max(budget, 3), deadline, vote=vote
-            )
-            votes.append(read_single(completion))
-        return verdict_from_votes([v for v in votes if v is not None], question, len(votes))
 
-    async def _vote_fields(
-        self,
-        questions: list[Question],
-        messages: Messages,
-        schema: dict[str, Any],
-        budget: int,
-        deadline: float,
-    ) -> list[Answer]:
+        def complete(reply: Completion) -> bool:
+            reading = read_single(reply)
+            return reading is not None and reading.odds is not None
+
+        completion = await self._complete([question], messages, None, deadline, None, complete)
+        reading = read_single(completion)
+        if reading is None:
+            retry = [*messages, assistant_turn(completion.content), _reask()]
+            again = await self._complete([question], retry, None, deadline, None, complete)
+            reading = read_single(again)
+        return verdict_from_reading(
+            reading, question, completion.finish_reason, self.settings.min_answer_mass
+        )
+
+    async def _vote(self, questions: list[Question], deadline: float) -> list[Answer]:
+        """The sampled-vote method, for an endpoint that lists no logprobs: `votes` answers at
+        `vote_temperature`, P(yes) = the share of yes."""
+        if self.settings.strategy == "per_instruction":
+            return list(await asyncio.gather(*(self._vote_single(q, deadline) for q in questions)))
+        count = len(questions)
+        messages = fields_messages(questions, questions[0].explain)
+        schema = fields_schema(count, questions[0].explain)
         ballots: list[dict[int, Reading]] = []
         for vote in range(self.settings.votes):
             completion = await self._complete(
-                questions, messages, schema, budget, deadline, vote=vote
+                questions,
+                messages,
+                schema,
+                deadline,
+                vote,
+                lambda reply: len(read_fields(reply, count)) == count,
             )
-            ballots.append(read_fields(completion, len(questions)))
+            ballots.append(read_fields(completion, count))
         return [
             verdict_from_votes(
                 [b[number] for b in ballots if number in b], question, self.settings.votes
@@ -166,53 +173,67 @@ class OpenAIJudge(Judge):
             for number, question in enumerate(questions, start=1)
         ]
 
-    def _no_logprobs(self) -> None:
-        if self._has_logprobs is not False:
-            logger.warning(
-                "endpoint %s returned no logprobs; answering by %d sampled votes instead",
-                self.settings.base_url or "(default)",
-                self.settings.votes,
+    async def _vote_single(self, question: Question, deadline: float) -> Answer:
+        messages = instruction_messages(question, question.explain)
+        votes = []
+        for vote in range(self.settings.votes):
+            completion = await self._complete(
+                [question],
+                messages,
+                None,
+                deadline,
+                vote,
+                lambda reply: read_single(reply) is not None,
             )
-        self._has_logprobs = False
+            votes.append(read_single(completion))
+        return verdict_from_votes([v for v in votes if v is not None], question, len(votes))
 
-    # -- one call (cache, negotiation, retries and accounting are the endpoint's) -------------
+    # -- one call (probe, cache, retries and accounting are the endpoint's) -------------------
 
     async def _complete(
         self,
         questions: Sequence[Question],
         messages: Messages,
         schema: dict[str, Any] | None,
-        max_tokens: int,
         deadline: float,
-        vote: int | None = None,
+        vote: int | None,
+        cacheable: Callable[[Completion], bool],
     ) -> Completion:
         """One completion for `questions` (all of one row); usage is recorded on the row.
 
         vote: None for a greedy call with logprobs; else the index of a sampled vote (no
             logprobs, temperature > 0) so that each vote is its own cache entry.
+        cacheable: whether a reply may be cached (all its answers were read).
         """
-        request = build_request(self.settings, messages, max_tokens, vote)
-        try:
-            return await self.endpoint.complete(
-                request,
-                schema=schema,
-                deadline=deadline,
-                row=row_key(questions[0]),
-                cache_as=request_key(request, vote),
-            )
-        except RequestRejected as rejected:
-            if request.get("logprobs") and rejected.form == "none":
-                # Some endpoints reject the logprobs parameter outright.
-                self._no_logprobs()
-                return Completion("", None, "rejected", 0, 0)
-            raise
+        explain = questions[0].explain
+        request = build_request(self.settings, messages, _budget(self.settings, explain), vote)
+        if schema is None and vote is not None:
+            request["max_tokens"] = max(request["max_tokens"], 3)  # room for " yes" or "No."
+        return await self.endpoint.complete(
+            request,
+            schema=schema,
+            deadline=deadline,
+            row=row_key(questions[0]),
+            cache_tag=request_tag(vote),
+            cacheable=cacheable,
+        )
+
+
+def _budget(settings: LLMSettings, explain: bool) -> int:
+    if settings.strategy == "fields":
+        return settings.max_tokens
+    return EXPLAIN_TOKENS if explain else 1
+
+
+def _reask() -> dict[str, str]:
+    return {"role": "user", "content": REASK}
 
 
 def build_request(
     settings: LLMSettings, messages: Messages, max_tokens: int, vote: int | None
 ) -> dict[str, Any]:
-    """Keyword arguments of `chat.completions.create`, without `response_format` (negotiated
-    per endpoint, and left out of the cache key: it shapes the reply, not the verdict)."""
+    """Keyword arguments of `chat.completions.create`, without `response_format` (the
+    endpoint adds the form its probe found)."""
     request: dict[str, Any] = {
         "model": settings.model,
         "messages": messages,
@@ -225,29 +246,40 @@ def build_request(
     return request
 
 
-def request_key(request: dict[str, Any], vote: int | None) -> str:
-    """The judge-call cache key: model, prompt version, prompt and sampling parameters."""
-    return cache_key({"prompt_version": PROMPT_VERSION, "vote": vote, **request})
+def request_tag(vote: int | None) -> dict[str, Any]:
+    """What, besides the request, decides a judge call's answer: the prompt version (how
+    prompts are written and answers read) and the vote's index."""
+    return {"prompt_version": PROMPT_VERSION, "vote": vote}
 
 
-def rubric_requests(settings: LLMSettings, questions: Sequence[Question]) -> list[dict[str, Any]]:
-    """The first-try requests (greedy, with logprobs) `OpenAIJudge.answer` makes for
-    `questions`: one per rubric, or one per instruction. Used to estimate cost before a run."""
+@dataclass(frozen=True)
+class PlannedCall:
+    """A first-try call `OpenAIJudge.answer` would make: its request, answer schema (None for
+    a per-instruction call) and how many instructions it asks."""
+
+    request: dict[str, Any]
+    schema: dict[str, Any] | None
+    questions: int
+
+
+def rubric_requests(settings: LLMSettings, questions: Sequence[Question]) -> list[PlannedCall]:
+    """The first-try calls (greedy, with logprobs) `OpenAIJudge.answer` makes for `questions`:
+    one per rubric, or one per instruction. Used to estimate cost before a run."""
     groups: dict[GroupKey, list[Question]] = {}
     for question in questions:
         groups.setdefault(_group_key(question), []).append(question)
-    requests = []
+    planned = []
     for group in groups.values():
         explain = group[0].explain
+        budget = _budget(settings, explain)
         if settings.strategy == "fields":
-            messages = fields_messages(group, explain)
-            requests.append(build_request(settings, messages, settings.max_tokens, None))
+            request = build_request(settings, fields_messages(group, explain), budget, None)
+            planned.append(PlannedCall(request, fields_schema(len(group), explain), len(group)))
             continue
-        budget = EXPLAIN_TOKENS if explain else 1
         for question in group:
-            messages = instruction_messages(question, explain)
-            requests.append(build_request(settings, messages, budget, None))
-    return requests
+            request = build_request(settings, instruction_messages(question, explain), budget, None)
+            planned.append(PlannedCall(request, None, 1))
+    return planned
 
 
 def _group_key(question: Question) -> GroupKey:
@@ -258,7 +290,3 @@ def _group_key(question: Question) -> GroupKey:
         question.context,
         question.explain,
     )
-
-
-def _assistant(completion: Completion) -> dict[str, str]:
-    return {"role": "assistant", "content": completion.content}

@@ -56,6 +56,9 @@ class LLMSettings:
     max_tokens: completion budget of one "fields" call (per_instruction calls use 1, or more
         when an explanation is wanted).
     top_logprobs: alternatives requested per answer token.
+    min_answer_mass: the least P(yes) + P(no) an answer token must hold, among the listed
+        alternatives, for its answer to be scored (0 to 1); below it the instruction fails with
+        kind "low_confidence_answer".
     cache: whether to read and write the judge-call cache.
     cache_path: the SQLite file of that cache (default: `default_cache_path()`).
     cache_ttl: seconds a cached call stays valid.
@@ -76,6 +79,7 @@ class LLMSettings:
     concurrency: int = 4
     max_tokens: int = 512
     top_logprobs: int = 10
+    min_answer_mass: float = 0.5
     cache: bool = True
     cache_path: Path | None = None
     cache_ttl: float = 30 * 24 * 3600.0
@@ -111,6 +115,7 @@ ENVIRONMENT: dict[str, tuple[str, type]] = {
     "ASSAY_LLM_MAX_ATTEMPTS": ("max_attempts", int),
     "ASSAY_LLM_CONCURRENCY": ("concurrency", int),
     "ASSAY_LLM_MAX_TOKENS": ("max_tokens", int),
+    "ASSAY_LLM_MIN_ANSWER_MASS": ("min_answer_mass", float),
     "ASSAY_LLM_CACHE": ("cache", bool),
     "ASSAY_LLM_CACHE_PATH": ("cache_path", Path),
     "ASSAY_LLM_CACHE_TTL": ("cache_ttl", float),
@@ -192,5 +197,7 @@ def _check(settings: LLMSettings) -> None:
     for name in ("backoff_base", "backoff_cap"):
         if float(getattr(settings, name)) < 0:
             raise RequestValidationError(name, "must not be negative")
+    if not 0.0 <= settings.min_answer_mass <= 1.0:
+        raise RequestValidationError("min_answer_mass", "must be between 0 and 1")
     if not settings.model.strip():
         raise RequestValidationError("model", "must not be empty")

@@ -1,0 +1,91 @@
+"""`assay run --publish`: check the publishing flags and wire the client to the runner.
+
+The runner (`assay.runner.publish`) decides what is sent and when, and keeps the resumable
+state; this module only turns `--base-url`, `--api-key`, `--application-name` and
+`--model-name` into a `Publisher` that sends through an `AsyncClient`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from assay.client import AsyncClient, resolve_base_url
+from assay.schema import (
+    APPLICATION_NAME_PATTERN,
+    APPLICATION_NAME_RULE,
+    MODEL_NAME_PATTERN,
+    MODEL_NAME_RULE,
+    RequestValidationError,
+    check_name,
+)
+
+#: How the publishing fields are named on the command line, for error messages.
+PUBLISH_OPTIONS = {
+    "base_url": "--base-url",
+    "application_name": "--application-name",
+    "model_name": "--model-name",
+    "publish": "--publish",
+}
+
+
+@dataclass
+class ClientPublisher:
+    """Sends batches with `AsyncClient.detections.publish`; `close()` ends its connections."""
+
+    base_url: str
+    application_name: str
+    model_name: str
+    api_key: str | None = None
+    client: AsyncClient = field(init=False)
+
+    def __post_init__(self) -> None:
+        auth = f"Bearer {self.api_key}" if self.api_key else None
+        self.client = AsyncClient(auth_header=auth, base_url=self.base_url, max_retries=4)
+
+    @property
+    def target(self) -> Mapping[str, str]:
+        return {
+            "base_url": self.base_url,
+            "application_name": self.application_name,
+            "model_name": self.model_name,
+        }
+
+    async def send(self, run_id: str, items: Sequence[Mapping[str, Any]]) -> None:
+        await self.client.detections.publish(self.application_name, self.model_name, run_id, items)
+
+    async def close(self) -> None:
+        await self.client.aclose()
+
+
+def build_publisher(
+    base_url: str | None,
+    api_key: str | None,
+    application_name: str | None,
+    model_name: str | None,
+    detector_run: bool,
+) -> ClientPublisher:
+    """The publisher for `--publish`, or RequestValidationError naming the flag at fault."""
+    if not detector_run:
+        raise RequestValidationError("publish", "publishes detector results; not with --metric")
+    url = resolve_base_url(base_url)
+    if url is None:
+        raise RequestValidationError(
+            "base_url", "is required with --publish (or set $ASSAY_BASE_URL)"
+        )
+    if not url.startswith(("http://", "https://")):
+        raise RequestValidationError("base_url", f"must be an http:// or https:// URL, got {url!r}")
+    names = (
+        ("application_name", application_name, APPLICATION_NAME_PATTERN, APPLICATION_NAME_RULE),
+        ("model_name", model_name, MODEL_NAME_PATTERN, MODEL_NAME_RULE),
+    )
+    for name, value, pattern, rule in names:
+        if not value:
+            raise RequestValidationError(name, "is required with --publish")
+        try:
+            check_name(value, pattern, rule)
+        except ValueError as error:
+            raise RequestValidationError(name, str(error)) from None
+    assert application_name is not None and model_name is not None
+    return ClientPublisher(url, application_name, model_name, api_key)

@@ -1,0 +1,77 @@
+"""What `assay run` prints when it is done: the per-scorer table, instruction pass rates,
+failed rows, probe warnings, LLM usage and where results were written or published."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from assay.cli.common import print_usage
+from assay.cli.ood import print_probe_warnings
+from assay.runner.publish import PublishCounts
+from assay.runner.summary import PASS_THRESHOLD, RunSummary
+
+
+def _percent(value: float | None) -> str:
+    return "–" if value is None else f"{value:.0%}"
+
+
+def print_run_summary(summary: RunSummary) -> None:
+    """The run's tables on stdout, then notes about failed rows, probes and LLM usage."""
+    console = Console(highlight=False)
+    table = Table(title=f"{summary.rows} rows from {summary.input_path}")
+    table.add_column("scorer", style="bold")
+    table.add_column("scored", justify="right")
+    table.add_column("mean score", justify="right")
+    table.add_column(f"score ≥ {PASS_THRESHOLD}", justify="right")
+    table.add_column("errored", justify="right")
+    rates = Table(title="instruction pass rates")
+    rates.add_column("scorer", style="bold")
+    rates.add_column("instruction")
+    rates.add_column("followed", justify="right")
+    for name, numbers in summary.detectors.items():
+        table.add_row(
+            name,
+            str(numbers.rows_scored),
+            "–" if numbers.mean_score is None else f"{numbers.mean_score:.3f}",
+            _percent(numbers.share_passing),
+            Text(str(numbers.rows_errored), style="red" if numbers.rows_errored else ""),
+        )
+        for check, rate in numbers.instruction_pass_rates().items():
+            rates.add_row(name, check, _percent(rate))
+        rates.add_section()
+    console.print(table)
+    if summary.detectors:
+        console.print(rates)
+    if summary.rows_failed:
+        console.print(
+            Text(
+                f"{summary.rows_failed} of {summary.rows} rows failed validation; "
+                f"see their 'error' field in {summary.output_path}",
+                style="yellow",
+            ),
+            soft_wrap=True,
+        )
+    for numbers in summary.detectors.values():
+        if numbers.metric_tally is not None:
+            print_probe_warnings(numbers.metric_tally.summary())
+    print_usage(summary.usage, summary.rows_with_calls, summary.rows)
+    console.print(f"wrote {summary.output_path} and {summary.summary_path}", soft_wrap=True)
+
+
+def print_published(counts: PublishCounts, target: Mapping[str, str]) -> None:
+    """One line: how many rows went to which server, application and model."""
+    where = (
+        f"{target['base_url']} (application {target['application_name']}, "
+        f"model {target['model_name']})"
+    )
+    parts = [f"published {counts.sent:,} rows to {where}"]
+    if counts.resumed_after_row:
+        parts.append(f"continuing after row {counts.resumed_after_row:,}")
+    if counts.skipped:
+        reasons = ", ".join(f"{n} {reason}" for reason, n in counts.skipped_reasons.items())
+        parts.append(f"{counts.skipped:,} rows not sent ({reasons})")
+    Console(highlight=False).print("; ".join(parts), soft_wrap=True)

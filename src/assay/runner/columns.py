@@ -1,0 +1,173 @@
+"""Check a dataset's columns before anything is scored, and say how to fix them.
+
+A run whose `--map` names a column the file does not have, or is written the wrong way round
+(`--map answer=generated_text`), or whose file has no column any detector could score, would
+otherwise read every row and reject each one alike. These checks fail first, in one line that
+lists the columns found, the fields needed and a `--map` that would work.
+"""
+
+from __future__ import annotations
+
+import csv
+import difflib
+from collections.abc import Collection, Iterable, Sequence
+from itertools import islice
+from pathlib import Path
+
+from assay.detectors import DETECTORS
+from assay.runner.io import CSV_SUFFIXES, PARQUET_SUFFIXES, parquet_schema, read_rows
+from assay.schema import RequestValidationError
+
+#: Request fields `--map` may point at a column (and `id`, which output lines carry).
+MAPPABLE_FIELDS = ("user_query", "context", "generated_text", "config", "id")
+#: JSON Lines rows read to learn a file's columns (rows may differ in their keys).
+SAMPLE_ROWS = 1000
+#: Column names people give each field, for the suggested `--map` (nearest spelling otherwise).
+_USUAL_NAMES = {
+    "generated_text": (
+        "answer",
+        "response",
+        "output",
+        "completion",
+        "generation",
+        "prediction",
+        "reply",
+        "model_answer",
+        "model_output",
+    ),
+    "user_query": ("question", "query", "prompt", "input", "user_input", "instruction"),
+    "context": (
+        "contexts",
+        "documents",
+        "docs",
+        "passages",
+        "retrieved_contexts",
+        "reference",
+        "references",
+        "source",
+        "sources",
+        "evidence",
+    ),
+}
+
+
+def sample_columns(path: Path) -> list[str]:
+    """The columns of a dataset, in file order: the CSV header, the Parquet schema, or the keys
+    of the first `SAMPLE_ROWS` JSON Lines rows that parse (empty when none does)."""
+    suffix = path.suffix.lower()
+    if suffix in PARQUET_SUFFIXES:
+        return list(parquet_schema(path).names)
+    if suffix in CSV_SUFFIXES:
+        with path.open(newline="", encoding="utf-8-sig", errors="replace") as handle:
+            return list(next(csv.reader(handle), []))
+    seen: dict[str, None] = {}
+    for _, fields in islice(read_rows(path), SAMPLE_ROWS):
+        if isinstance(fields, dict):
+            seen.update(dict.fromkeys(fields))
+    return list(seen)
+
+
+def check_column_map(
+    columns: Sequence[str], column_map: Iterable[tuple[str, str]], source: str
+) -> None:
+    """Raise RequestValidationError (field "map") for a `--map FIELD=COLUMN` that cannot work:
+    an unknown FIELD (with the fix when it is written the wrong way round), a COLUMN the file
+    lacks (with the nearest column), or a FIELD mapped twice.
+
+    columns: the file's columns; source: the file's name, for the message.
+    """
+    found = set(columns)
+    listed = ", ".join(columns) or "none"
+    wanted_seen: set[str] = set()
+    for wanted, present in column_map:
+        spec = f"{wanted}={present}"
+        if wanted not in MAPPABLE_FIELDS:
+            if present in MAPPABLE_FIELDS and wanted in found:
+                raise RequestValidationError(
+                    "map",
+                    f"{spec} is the wrong way round: it is FIELD=COLUMN, so write "
+                    f"--map {present}={wanted}",
+                )
+            raise RequestValidationError(
+                "map",
+                f"{spec}: {wanted!r} is not a field Assay reads; fields: "
+                f"{', '.join(MAPPABLE_FIELDS)} (it is FIELD=COLUMN)",
+            )
+        if wanted in wanted_seen:
+            raise RequestValidationError("map", f"{wanted!r} is mapped twice")
+        wanted_seen.add(wanted)
+        if present not in found:
+            near = difflib.get_close_matches(present, columns, n=1, cutoff=0.6)
+            hint = f" (did you mean --map {wanted}={near[0]}?)" if near else ""
+            raise RequestValidationError(
+                "map", f"{spec}: {source} has no column {present!r}; columns found: {listed}{hint}"
+            )
+
+
+def mapped_columns(columns: Collection[str], column_map: Iterable[tuple[str, str]]) -> set[str]:
+    """The field names rows will have once `--map` has renamed their columns."""
+    renamed = {present: wanted for wanted, present in column_map}
+    return {renamed.get(column, column) for column in columns}
+
+
+def suggested_map(
+    columns: Sequence[str], used: Collection[str], needed: Iterable[str]
+) -> list[str]:
+    """`--map FIELD=COLUMN` flags that would give the fields `needed`, from usual names and
+    near spellings among the columns neither `used` by `--map` already nor named as a field."""
+    free = [column for column in columns if column not in used and column not in MAPPABLE_FIELDS]
+    flags = []
+    for field in needed:
+        candidates = [c for c in free if c.lower() in _USUAL_NAMES.get(field, ())]
+        candidates = candidates or difflib.get_close_matches(field, free, n=1, cutoff=0.5)
+        if candidates:
+            flags.append(f"--map {field}={candidates[0]}")
+            free.remove(candidates[0])
+    return flags
+
+
+def check_detector_columns(
+    path: Path, column_map: Iterable[tuple[str, str]], detectors: Sequence[str] | None
+) -> None:
+    """Fail before scoring when `--map` cannot work or no row could be scored.
+
+    path: the dataset; column_map: `--map` pairs (FIELD, COLUMN); detectors: the detectors
+    asked for (None: each row's own config, else whichever detectors its inputs allow).
+    Raises RequestValidationError with field "map" or "FILE", naming the columns found, the
+    fields needed and a `--map` that would give them. A file with no readable row passes: its
+    rows are reported one by one.
+    """
+    pairs = list(column_map)
+    columns = sample_columns(path)
+    if not columns:
+        return
+    check_column_map(columns, pairs, path.name)
+    fields = mapped_columns(columns, pairs)
+    if detectors:
+        wanted = {name: DETECTORS[name].required_inputs for name in detectors if name in DETECTORS}
+        missing = sorted({f for inputs in wanted.values() for f in inputs if f not in fields})
+        if not missing:
+            return
+        needs = "; ".join(f"{name} needs {', '.join(inputs)}" for name, inputs in wanted.items())
+    else:
+        if "generated_text" in fields and (
+            "config" in fields
+            or any(all(f in fields for f in d.required_inputs) for d in DETECTORS.values())
+        ):
+            return
+        options: list[list[str]] = [
+            [f for f in d.required_inputs if f not in fields] for d in DETECTORS.values()
+        ]
+        # The detector closest to scorable; generated_text first, as every detector needs it.
+        fewest = min(options, key=lambda fields_missing: len(fields_missing))
+        missing = sorted(fewest, key=lambda f: f != "generated_text")
+        needs = "; ".join(
+            f"{name} needs {', '.join(d.required_inputs)}" for name, d in DETECTORS.items()
+        )
+    flags = suggested_map(columns, {present for _, present in pairs}, missing)
+    fix = f"; try {' '.join(flags)}" if flags else "; rename columns with --map FIELD=COLUMN"
+    raise RequestValidationError(
+        "FILE",
+        f"no row of {path.name} can be scored: columns found: {', '.join(columns)}; "
+        f"missing: {', '.join(missing)} ({needs}){fix}",
+    )

@@ -1,0 +1,122 @@
+"""`POST /v1/applications/{name}/detections`: store results scored elsewhere.
+
+`assay run --publish` scores a dataset on the caller's machine and sends the results here in
+batches, so a nightly evaluation shows on the dashboard like live traffic. Each item is stored
+under a request id derived from the run's id and the item's key, and an item whose id is already
+stored is skipped: a batch sent again (a retry after a lost answer, a resumed run) is stored once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+from fastapi import APIRouter, Request
+from pydantic import ValidationError
+
+from assay.detectors import DETECTORS
+from assay.schema import (
+    APPLICATION_NAME_PATTERN,
+    APPLICATION_NAME_RULE,
+    PublishedItem,
+    PublishRequest,
+    check_name,
+)
+from assay.server.auth import require_key
+from assay.server.body import read_json_body
+from assay.server.errors import ErrorBody, ServerError
+from assay.store.detections import StoredText, add_result_rows, stored_request_ids
+
+router = APIRouter()
+
+#: Namespace of the request ids of published items (uuid5 of run id and key).
+PUBLISHED_NAMESPACE = uuid.UUID("6f1d8a52-3c1e-4e0b-9a57-2d4f3c8e9b10")
+
+_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorBody, "description": description}
+    for status, description in {
+        400: "Body is not acceptable JSON.",
+        401: "Missing or invalid API key.",
+        404: "The API key may not publish to this application.",
+        413: "Body or batch larger than the configured limits.",
+        415: "Content-Type is not application/json.",
+        422: "The body is invalid: the message names the field.",
+    }.items()
+}
+_REQUEST_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {"schema": {"$ref": "#/components/schemas/PublishRequest"}}
+        },
+    }
+}
+
+
+def published_request_id(run_id: str, key: str) -> str:
+    """The request id an item of a run is stored under (the same every time it is sent)."""
+    return str(uuid.uuid5(PUBLISHED_NAMESPACE, f"{run_id}\n{key}"))
+
+
+def _parse(body: Any) -> PublishRequest:
+    try:
+        request = PublishRequest.model_validate(body)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "body"
+        raise ServerError(422, f"{where}: {first['msg']}") from None
+    for index, item in enumerate(request.items):
+        for name in item.results:
+            if name not in DETECTORS:
+                raise ServerError(
+                    422,
+                    f"items.{index}.results.{name}: unknown detector; known: "
+                    f"{', '.join(DETECTORS)}",
+                )
+    keys = [item.key for item in request.items]
+    if len(set(keys)) != len(keys):
+        raise ServerError(422, "items: a key appears twice in one request")
+    return request
+
+
+@router.post(
+    "/v1/applications/{name}/detections",
+    tags=["publish"],
+    summary="Store results scored elsewhere (assay run --publish)",
+    responses=_RESPONSES,
+    openapi_extra=_REQUEST_BODY,
+)
+async def publish_detections(name: str, request: Request) -> dict[str, int]:
+    """Store each item's detector results under the application and `model_name`; answers
+    how many items were stored now and how many had been stored before (sent again)."""
+    access = require_key(request)
+    try:
+        check_name(name, APPLICATION_NAME_PATTERN, APPLICATION_NAME_RULE)
+    except ValueError as error:
+        raise ServerError(422, f"application_name: {error}") from None
+    if not access.allows(name):
+        raise ServerError(404, f"application_name: no application {name!r} for this API key")
+    settings = request.app.state.settings
+    body = await read_json_body(request, settings)
+    items = body.get("items") if isinstance(body, dict) else None
+    if isinstance(items, list) and len(items) > settings.max_batch_items:
+        raise ServerError(
+            413, f"items: {len(items)} items; the limit is {settings.max_batch_items} per request"
+        )
+    parsed = _parse(body)
+    stored = await asyncio.to_thread(_store, request, name, parsed)
+    return {"stored": stored, "already_stored": len(parsed.items) - stored}
+
+
+def _store(request: Request, application: str, body: PublishRequest) -> int:
+    """Store the items not stored before, in one transaction; how many were new."""
+    ids = {item.key: published_request_id(body.run_id, item.key) for item in body.items}
+    with request.app.state.store.transaction() as session:
+        seen = stored_request_ids(session, set(ids.values()))
+        new: list[PublishedItem] = [item for item in body.items if ids[item.key] not in seen]
+        for item in new:
+            text = StoredText(item.user_query, item.generated_text, item.context_documents())
+            results = {name: result.model_dump() for name, result in item.results.items()}
+            add_result_rows(session, text, application, body.model_name, results, ids[item.key])
+    return len(new)

@@ -1,0 +1,284 @@
+"""Publishing batch runs (`assay run --publish`) to a real server on loopback with a real SQLite
+file: rows arrive once each, with their text and results; a run interrupted while publishing
+continues where it stopped; a batch sent twice is stored once; bad bodies are 4xx naming the
+field. The interruption comes from a loopback proxy that starts refusing requests (fault
+injection)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from assay import Client
+from assay.runner.output import iter_output_lines
+from assay.server.process import free_port
+
+from .conftest import API_KEY, LiveServer, ServerFactory
+
+HERE = Path(__file__).resolve().parents[1]
+WITH_TEST_JUDGES = [sys.executable, str(HERE / "assay_with_test_judges.py")]
+
+
+class RefusingProxy:
+    """Forwards requests to a server until `refuse` is set; then answers 503 (with
+    `retry-after: 0`, so the client's retries give up at once)."""
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+        self.refuse_after: int | None = None
+        self.forwarded_publishes = 0
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                publishing = self.path.endswith("/detections")
+                limit = proxy.refuse_after
+                if publishing and limit is not None and proxy.forwarded_publishes >= limit:
+                    self._answer(503, b'{"message": "down", "status": 503}', {"retry-after": "0"})
+                    return
+                headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
+                response = httpx.post(proxy.target + self.path, content=body, headers=headers)
+                proxy.forwarded_publishes += publishing
+                self._answer(response.status_code, response.content, {})
+
+            def _answer(self, status: int, body: bytes, headers: dict[str, str]) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                with contextlib.suppress(OSError):
+                    self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+
+@pytest.fixture
+def proxy(live_server: LiveServer) -> Iterator[RefusingProxy]:
+    running = RefusingProxy(live_server.url)
+    thread = threading.Thread(target=running.server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield running
+    finally:
+        running.server.shutdown()
+        running.server.server_close()
+        thread.join(timeout=5)
+
+
+def write_rows(path: Path, count: int) -> Path:
+    rows = [
+        {
+            "id": f"q{n}",
+            "user_query": f"What is product {n}?",
+            "context": [f"Product {n} is a kettle."],
+            "generated_text": f"Product {n} is a kettle that boils water{'!' * (n % 5)}",
+        }
+        for n in range(1, count + 1)
+    ]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+def run_publish(
+    data: Path, url: str, *extra: str, log: Path | None = None, judge: str | None = "light"
+) -> Any:
+    import subprocess
+
+    env = {**os.environ, "ASSAY_API_KEY": API_KEY}
+    if log is not None:
+        env["ASSAY_TEST_JUDGE_LOG"] = str(log)
+    return subprocess.run(
+        [
+            *WITH_TEST_JUDGES, "run", str(data), *(["--judge", judge] if judge else []),
+            "--publish",
+            "--base-url", url, "--application-name", "nightly", "--model-name", "m1",
+            "--publish-batch-size", "5", *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )  # fmt: skip
+
+
+def stored_items(server: LiveServer) -> list[dict[str, Any]]:
+    page = server.get("/v1/applications/nightly/detections", params={"limit": 500}).json()
+    return list(page["items"])
+
+
+def test_a_published_run_shows_each_row_once_with_its_text_and_results(
+    live_server: LiveServer, tmp_path: Path
+) -> None:
+    data = write_rows(tmp_path / "rows.jsonl", 12)
+
+    result = run_publish(data, live_server.url)
+
+    assert result.returncode == 0, result.stderr
+    assert f"published 12 rows to {live_server.url} (application nightly, model m1)" in (
+        result.stdout
+    )
+    [app] = [a for a in live_server.get("/v1/applications").json() if a["name"] == "nightly"]
+    assert app["items"] == 12 and app["detections"] == 24 and app["models"] == ["m1"]
+    lines = {line["id"]: line for line in iter_output_lines(tmp_path / "rows.scored.jsonl")}
+    by_text = {line["generated_text"]: line for line in lines.values()}
+    for stored in stored_items(live_server):
+        line = by_text[stored["generated_text"]]
+        assert stored["user_query"] == line["user_query"]
+        assert stored["context"] == line["context"]
+        assert stored["result"] == line[stored["detector"]]
+
+
+def test_a_run_interrupted_while_publishing_continues_and_stores_nothing_twice(
+    live_server: LiveServer, proxy: RefusingProxy, tmp_path: Path
+) -> None:
+    data = write_rows(tmp_path / "rows.jsonl", 12)
+    log = tmp_path / "judged.txt"
+    proxy.refuse_after = 1  # the first batch of 5 gets through, then the server is "down"
+
+    stopped = run_publish(data, proxy.url, log=log)
+
+    assert stopped.returncode == 1
+    [error] = [line for line in stopped.stderr.splitlines() if line.startswith("error: ")]
+    assert "publishing stopped after output row 5 (5 rows sent this time)" in error
+    assert "run the same command again" in error
+    assert len(stored_items(live_server)) == 2 * 5
+    judged = len(log.read_text().splitlines())
+
+    proxy.refuse_after = None
+    resumed = run_publish(data, proxy.url, log=log)
+
+    assert resumed.returncode == 0, resumed.stderr
+    assert "all 12 rows are scored; finishing the run" in resumed.stderr
+    assert "published 7 rows" in resumed.stdout and "continuing after row 5" in resumed.stdout
+    assert len(log.read_text().splitlines()) == judged  # nothing was scored again
+    stored = stored_items(live_server)
+    assert len(stored) == 2 * 12
+    assert len({(s["generated_text"], s["detector"]) for s in stored}) == 2 * 12
+    again = run_publish(data, proxy.url)
+    assert again.returncode == 0 and "already holds this run" in again.stderr
+    assert len(stored_items(live_server)) == 2 * 12
+
+
+def published_item(key: str, detector: str = "output_relevance") -> dict[str, Any]:
+    result = {
+        "instructions_list": [
+            {"explanation": "", "follow_probability": 0.9, "instruction": "x", "label": True}
+        ],
+        "score": 1.0,
+    }
+    return {"key": key, "generated_text": f"answer {key}", "results": {detector: result}}
+
+
+def test_a_batch_sent_twice_is_stored_once(live_server: LiveServer) -> None:
+    client = Client(base_url=live_server.url, auth_header=f"Bearer {API_KEY}")
+    items = [published_item("1"), published_item("2")]
+
+    first = client.detections.publish("nightly", "m1", "run-a", items)
+    second = client.detections.publish("nightly", "m1", "run-a", items)
+    other_run = client.detections.publish("nightly", "m1", "run-b", items[:1])
+    client.close()
+
+    assert first == {"stored": 2, "already_stored": 0}
+    assert second == {"stored": 0, "already_stored": 2}
+    assert other_run == {"stored": 1, "already_stored": 0}  # another night, another row
+    assert len(stored_items(live_server)) == 3
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "status", "message"),
+    [
+        (
+            "/v1/applications/nightly/detections",
+            {"model_name": "m1", "run_id": "r", "items": [published_item("1", "toxicity")]},
+            422,
+            "items.0.results.toxicity: unknown detector",
+        ),
+        (
+            "/v1/applications/nightly/detections",
+            {"model_name": "bad name", "run_id": "r", "items": [published_item("1")]},
+            422,
+            "model_name",
+        ),
+        (
+            "/v1/applications/nightly/detections",
+            {"model_name": "m1", "run_id": "r", "items": [{"key": "1", "results": {}}]},
+            422,
+            "items.0.generated_text",
+        ),
+        (
+            "/v1/applications/bad%20app/detections",
+            {"model_name": "m1", "run_id": "r", "items": [published_item("1")]},
+            422,
+            "application_name",
+        ),
+        (
+            "/v1/applications/nightly/detections",
+            {
+                "model_name": "m1",
+                "run_id": "r",
+                "items": [published_item(str(n)) for n in range(3)],
+            },
+            413,
+            "items: 3 items; the limit is 2",
+        ),
+    ],
+    ids=["unknown-detector", "bad-model", "missing-text", "bad-application", "too-many"],
+)
+def test_a_bad_publish_body_is_a_4xx_naming_the_field(
+    make_server: ServerFactory, path: str, body: dict[str, Any], status: int, message: str
+) -> None:
+    server = make_server(max_batch_items=2)
+
+    response = server.post(body, path=path)
+
+    assert response.status_code == status
+    assert message in response.json()["message"]
+
+
+def test_a_scoped_key_publishes_only_to_its_applications(make_server: ServerFactory) -> None:
+    server = make_server(scoped_keys={"shop-key": frozenset({"shop"})})
+    body = {"model_name": "m1", "run_id": "r", "items": [published_item("1")]}
+    headers = {"Authorization": "Bearer shop-key"}
+
+    mine = server.post(body, path="/v1/applications/shop/detections", headers=headers)
+    other = server.post(body, path="/v1/applications/nightly/detections", headers=headers)
+
+    assert mine.status_code == 200
+    assert other.status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--application-name", ""], "--application-name: is required with --publish"),
+        (["--metric", "llm.ood_detection"], "--publish: publishes detector results"),
+        (["--base-url", "ftp://x"], "--base-url: must be an http:// or https:// URL"),
+    ],
+)
+def test_bad_publish_flags_exit_2_before_scoring(
+    tmp_path: Path, extra: list[str], message: str
+) -> None:
+    data = write_rows(tmp_path / "rows.jsonl", 2)
+
+    result = run_publish(data, "http://127.0.0.1:9", *extra, judge=None)
+
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1].startswith(f"error: {message}")
+    assert not (tmp_path / "rows.scored.jsonl").exists()

@@ -1,0 +1,125 @@
+"""The Python API around results: async jobs in-process, short reprs, and data frames
+(`to_pandas()`, with pandas an optional extra)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from assay import AsyncClient, Client, DetectResponse, DetectResponseItem, Job, NotFoundError
+from assay.runner import run_file
+from conftest import OverlapJudge, assert_relevance_contract
+from published_instructions import OUTPUT_RELEVANCE
+from test_client import relevance_item
+
+ASYNC_ITEM = relevance_item(async_mode=True, application_name="app", model_name="model")
+
+
+def test_in_process_async_items_become_jobs_that_retrieve_and_wait_return(
+    overlap_judge: OverlapJudge,
+) -> None:
+    client = Client(judge="overlap")
+
+    [ack] = client.inference.detect(body=[ASYNC_ITEM])
+    job = client.jobs.retrieve(ack.job_id)
+    waited = client.jobs.wait(ack.job_id, timeout=5)
+
+    assert ack.message == "Data successfully sent to Assay." and ack.status == 200
+    assert isinstance(job, Job) and job.state == "done" and job.finished
+    assert_relevance_contract(job.result.output_relevance)
+    assert waited == job
+    with pytest.raises(NotFoundError):
+        client.jobs.retrieve("no-such-job")
+
+
+async def test_the_async_client_has_the_same_jobs(overlap_judge: OverlapJudge) -> None:
+    async with AsyncClient(judge="overlap") as client:
+        [ack] = await client.inference.detect(body=[ASYNC_ITEM])
+        job = await client.jobs.wait(ack.job_id, timeout=5)
+        retrieved = await client.jobs.retrieve(ack.job_id)
+
+    assert job.state == "done" and retrieved == job
+    assert isinstance(job.result, DetectResponseItem)
+
+
+def test_a_job_whose_detector_fails_is_failed_with_the_reason(failing_judge: str) -> None:
+    client = Client(judge=failing_judge)
+
+    [ack] = client.inference.detect(body=[ASYNC_ITEM])
+    job = client.jobs.retrieve(ack.job_id)
+
+    assert job.state == "failed" and job.result is None
+    assert "timeout" in job.error
+
+
+def test_results_have_a_short_repr(overlap_judge: OverlapJudge) -> None:
+    client = Client(judge="overlap")
+    response = client.inference.detect(body=[relevance_item() for _ in range(5)])
+    [ack] = client.inference.detect(body=[ASYNC_ITEM])
+
+    score = response[0].output_relevance["score"]
+    assert repr(response[0]) == f"DetectResponseItem(output_relevance={score:.4g})"
+    assert repr(response).startswith("DetectResponse([DetectResponseItem(output_relevance=")
+    assert repr(response).endswith(", … and 2 more])")
+    assert len(repr(response).splitlines()) == 1
+    job = client.jobs.retrieve(ack.job_id)
+    assert repr(job) == (
+        f"Job(id={ack.job_id!r}, state='done', "
+        f"result=DetectResponseItem(output_relevance={job.result.output_relevance['score']:.4g}))"
+    )
+    errored = DetectResponseItem({"completeness": {"error": True, "kind": "timeout"}})
+    assert repr(errored) == "DetectResponseItem(completeness=error(timeout))"
+    # Still the full data underneath.
+    assert json.loads(json.dumps(response[0])) == dict(response[0])
+
+
+def test_a_detect_response_becomes_a_data_frame(overlap_judge: OverlapJudge) -> None:
+    response = Client(judge="overlap").inference.detect(body=[relevance_item()] * 2)
+
+    frame = response.to_pandas()
+
+    assert isinstance(response, DetectResponse) and len(frame) == 2
+    checks = ["core_intent", "prioritize_relevant", "no_tangents", "no_misinterpretation"]
+    assert list(frame.columns) == [
+        "output_relevance.score",
+        "output_relevance.error",
+        *(f"output_relevance.{check}" for check in checks),
+    ]
+    first = response[0].output_relevance
+    assert frame["output_relevance.score"].tolist() == [first["score"]] * 2
+    probabilities = [e["follow_probability"] for e in first["instructions_list"]]
+    assert frame.iloc[0][[f"output_relevance.{c}" for c in checks]].tolist() == probabilities
+    assert len(OUTPUT_RELEVANCE) == len(checks)
+
+
+def test_a_run_summary_gives_its_output_as_a_data_frame(
+    overlap_judge: OverlapJudge, tmp_path: Path
+) -> None:
+    rows = [
+        {"id": "a", "user_query": "What is tea?", "generated_text": "Tea is a drink.", "team": 1},
+        {"id": "b", "user_query": "Why?", "generated_text": "  "},
+    ]
+    data = tmp_path / "rows.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+
+    frame = run_file(data, judge="overlap").to_pandas()
+
+    assert frame["id"].tolist() == ["a", "b"]
+    assert frame["generated_text"].tolist()[0] == "Tea is a drink."
+    assert frame["team"].tolist()[0] == 1
+    assert frame["error"].isna().tolist() == [True, False]
+    assert "generated_text" in frame["error"][1]
+    assert 0.0 <= frame["output_relevance.score"][0] <= 1.0
+
+
+def test_to_pandas_without_pandas_says_how_to_install_it(
+    overlap_judge: OverlapJudge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    response = Client(judge="overlap").inference.detect(body=[relevance_item()])
+    monkeypatch.setitem(sys.modules, "pandas", None)  # as if it were not installed
+
+    with pytest.raises(ImportError, match=r"pip install 'assay\[pandas\]'"):
+        response.to_pandas()

@@ -1,0 +1,275 @@
+"""`assay run` in the practitioner's loop: it fails fast on a file it cannot score (naming the
+fix), its exit code says whether rows errored and always agrees with the JUnit file, it says
+when it resumes, refuses to overwrite a finished run, prints progress lines in a log, and
+prints its summary as JSON on request. All through real subprocesses."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from assay.runner.checkpoint import checkpoint_path_for
+
+HERE = Path(__file__).resolve().parent
+WITH_TEST_JUDGES = [sys.executable, str(HERE / "assay_with_test_judges.py")]
+
+
+def assay(*arguments: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*WITH_TEST_JUDGES, *arguments],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+def qa_csv(path: Path, rows: int = 4) -> Path:
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["question", "answer"])
+        for n in range(rows):
+            writer.writerow([f"What is item {n}?", f"Item {n} is a thing we sell."])
+    return path
+
+
+def rows_with(texts: list[str]) -> list[dict[str, Any]]:
+    return [
+        {"id": f"r{n}", "user_query": "What do you sell?", "generated_text": text}
+        for n, text in enumerate(texts, start=1)
+    ]
+
+
+def one_error_line(result: subprocess.CompletedProcess[str]) -> str:
+    """The command's error: exactly one line (progress lines may come before it in a log)."""
+    lines = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr and "Error:" not in result.stderr
+    return lines[0]
+
+
+# --- fail fast, name the fix -------------------------------------------------------------------
+
+
+def test_a_file_no_row_of_which_can_be_scored_exits_2_with_the_columns_and_a_fix(
+    tmp_path: Path,
+) -> None:
+    data = qa_csv(tmp_path / "qa.csv")
+
+    result = assay("run", str(data), "--judge", "light")
+
+    assert result.returncode == 2
+    line = one_error_line(result)
+    assert "no row of qa.csv can be scored" in line
+    assert "columns found: question, answer" in line
+    assert "missing: generated_text, user_query" in line
+    assert "try --map generated_text=answer --map user_query=question" in line
+    assert not (tmp_path / "qa.scored.jsonl").exists()  # nothing was scored or written
+
+    fixed = assay(
+        "run", str(data), "--judge", "light", "--map", "generated_text=answer", "--map",
+        "user_query=question",
+    )  # fmt: skip
+    assert fixed.returncode == 0, fixed.stderr
+
+
+@pytest.mark.parametrize(
+    ("mapping", "expected"),
+    [
+        (
+            ["generated_text=answr"],
+            "--map: generated_text=answr: qa.csv has no column 'answr'; columns found: "
+            "question, answer (did you mean --map generated_text=answer?)",
+        ),
+        (
+            ["answer=generated_text"],
+            "--map: answer=generated_text is the wrong way round: it is FIELD=COLUMN, so write "
+            "--map generated_text=answer",
+        ),
+        (["reply=answer"], "--map: reply=answer: 'reply' is not a field Assay reads"),
+        (
+            ["generated_text=answer", "generated_text=question"],
+            "--map: 'generated_text' is mapped twice",
+        ),
+    ],
+    ids=["typo", "reversed", "unknown-field", "twice"],
+)
+def test_a_map_that_cannot_work_exits_2_before_any_row_is_read(
+    tmp_path: Path, mapping: list[str], expected: str
+) -> None:
+    data = qa_csv(tmp_path / "qa.csv")
+    flags = [part for spec in mapping for part in ("--map", spec)]
+
+    result = assay("run", str(data), "--judge", "light", *flags)
+
+    assert result.returncode == 2
+    assert one_error_line(result).startswith(f"error: {expected}")
+
+
+def test_a_file_whose_every_row_is_rejected_exits_2(tmp_path: Path) -> None:
+    rows = [{"user_query": "Why?", "generated_text": "   "} for _ in range(3)]
+    data = write_jsonl(tmp_path / "blank.jsonl", rows)
+
+    result = assay("run", str(data), "--judge", "light", "--allow-errors")
+
+    assert result.returncode == 2
+    line = one_error_line(result)
+    assert "no row of" in line and "could be scored: all 3 were rejected" in line
+    assert "generated_text: 3" in line
+
+
+# --- exit codes that agree with JUnit ----------------------------------------------------------
+
+
+def junit_counts(path: Path) -> dict[str, int]:
+    suite = ET.parse(path).getroot()
+    return {key: int(suite.get(key, "0")) for key in ("tests", "failures", "errors", "skipped")}
+
+
+@pytest.mark.parametrize(
+    ("texts", "extra", "code", "counts"),
+    [
+        # The light judge follows every instruction for "fine answer" (score 1) and none for
+        # "no" (score 0); the picky one fails rows that say FAIL.
+        (["fine answer", "another fine answer"], [], 0, (2, 0, 0, 0)),
+        (["fine answer", "this FAILS to score"], [], 3, (2, 0, 1, 0)),
+        (["fine answer", "this FAILS to score"], ["--allow-errors"], 0, (2, 0, 0, 1)),
+        (["fine answer", "no"], ["--fail-under", "output_relevance=0.6"], 1, (3, 1, 0, 0)),
+        # The errored row counts against the gate (1.0 over one row is 0.5 over two), and a
+        # failed gate wins over exit code 3.
+        (
+            ["fine answer", "this FAILS to score"],
+            ["--fail-under", "output_relevance=0.6"],
+            1,
+            (3, 1, 1, 0),
+        ),
+    ],
+    ids=["clean", "errored", "errors-allowed", "gate-failed", "errors-fail-the-gate"],
+)
+def test_exit_code_and_junit_always_agree(
+    tmp_path: Path, texts: list[str], extra: list[str], code: int, counts: tuple[int, ...]
+) -> None:
+    data = write_jsonl(tmp_path / "rows.jsonl", rows_with(texts))
+    junit = tmp_path / "junit.xml"
+
+    result = assay("run", str(data), "--judge", "picky", "--junit", str(junit), *extra)
+
+    assert result.returncode == code, result.stderr
+    found = junit_counts(junit)
+    assert (found["tests"], found["failures"], found["errors"], found["skipped"]) == counts
+    # The one rule: the command fails exactly when the JUnit file has a failure or an error.
+    assert (result.returncode != 0) == bool(found["failures"] or found["errors"])
+    if code == 3:
+        assert "1 of 2 rows errored" in one_error_line(result)
+
+
+def test_a_gate_counts_errored_rows_as_failures(tmp_path: Path) -> None:
+    # The light judge scores "fine answer" 1.0 on output_relevance; one row of two errors, so
+    # the gate sees 0.5: above 0.5 it fails, though the mean of the scored rows is 1.0.
+    data = write_jsonl(tmp_path / "rows.jsonl", rows_with(["fine answer", "FAIL"]))
+    summary_mean = assay("run", str(data), "--judge", "picky", "--allow-errors", "--json")
+    mean = json.loads(summary_mean.stdout)["scorers"]["output_relevance"]["mean_score"]
+
+    gated = assay(
+        "run", str(data), "--judge", "picky", "--fail-under", f"output_relevance={mean:.4f}"
+    )
+
+    assert gated.returncode == 1
+    assert "counting the 1 row it could not score as failures" in one_error_line(gated)
+
+
+# --- long work says what it is doing -----------------------------------------------------------
+
+
+def test_resuming_says_from_which_row_and_a_finished_output_is_not_overwritten(
+    tmp_path: Path,
+) -> None:
+    rows = rows_with([f"answer number {n}" for n in range(30)])
+    data = write_jsonl(tmp_path / "rows.jsonl", rows)
+    out = tmp_path / "out.jsonl"
+    common = ["run", str(data), "--out", str(out), "--stream-batch-size", "10"]
+    # A run killed part-way: its checkpoint says 10 rows are durable.
+    slow = subprocess.Popen(
+        [*WITH_TEST_JUDGES, *common, "--judge", "slow", "--batch-size", "1"],
+        env={**os.environ, "ASSAY_TEST_JUDGE_DELAY": "0.2"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    checkpoint = checkpoint_path_for(out)
+    try:
+        while not (checkpoint.exists() and json.loads(checkpoint.read_text())["rows_done"] >= 10):
+            assert slow.poll() is None, "the run ended before it could be interrupted"
+    finally:
+        slow.kill()
+        slow.wait()
+    done = json.loads(checkpoint.read_text())["rows_done"]
+
+    resumed = assay(*common, "--judge", "slow")
+    again = assay(*common, "--judge", "slow")
+    other = assay(*common, "--judge", "light")
+    replaced = assay(*common, "--judge", "light", "--overwrite")
+
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"resuming from row {done + 1} of 30" in resumed.stderr
+    # The same command on a finished run: already complete, summary and gates as before.
+    assert again.returncode == 0, again.stderr
+    assert "already holds this run (30 rows); nothing to score" in again.stderr
+    assert "output_relevance" in again.stdout
+    # Another run over a finished output is refused until --overwrite.
+    assert other.returncode == 2
+    assert "holds a finished run; pass --overwrite to replace it" in one_error_line(other)
+    assert replaced.returncode == 0, replaced.stderr
+    assert len(out.read_text().splitlines()) == 30
+
+
+def test_a_log_gets_a_progress_line_every_few_seconds(tmp_path: Path) -> None:
+    data = write_jsonl(tmp_path / "rows.jsonl", rows_with([f"answer {n}" for n in range(40)]))
+
+    # stderr is a pipe here, as in CI; an interval of 0 prints at every update.
+    result = assay(
+        "run", str(data), "--judge", "light", "--stream-batch-size", "10", "--batch-size", "5",
+        env={"ASSAY_PROGRESS_SECONDS": "0"},
+    )  # fmt: skip
+
+    assert result.returncode == 0, result.stderr
+    progress = re.findall(
+        r"^scoring: (\d+)/40 rows, [\d.]+ rows/s, ETA \S+$", result.stderr, flags=re.M
+    )
+    assert len(progress) >= 4
+    assert [int(n) for n in progress] == sorted(int(n) for n in progress)
+    assert re.search(r"^scoring: 40 rows done in \S+", result.stderr, flags=re.M)
+    assert "\x1b[" not in result.stderr  # plain lines, no terminal control codes
+
+
+# --- JSON out ----------------------------------------------------------------------------------
+
+
+def test_run_json_prints_the_summary_and_the_gates(tmp_path: Path) -> None:
+    data = write_jsonl(tmp_path / "rows.jsonl", rows_with(["fine answer", "another answer"]))
+
+    result = assay(
+        "run", str(data), "--judge", "light", "--json", "--fail-under", "output_relevance=0.1"
+    )
+
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["rows"] == 2 and report["rows_with_errors"] == 0
+    assert report["scorers"]["output_relevance"]["rows_scored"] == 2
+    assert report["gates"] == [
+        {"gate": "--fail-under output_relevance=0.1", "passed": True, "message": None}
+    ]
