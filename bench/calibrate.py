@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,12 +54,12 @@ HUMAN_SHARE = {
     "no_tangents": 0.7,
     "no_misinterpretation": 0.3,
     "query_aspects": 0.3,
-    "key_information": 0.7,
+    "key_information": 0.5,
     "no_omissions": 0.2,
-    "faithful_interpretation": 0.2,
+    "faithful_interpretation": 0.05,
     "clear_structure": 0.2,
     "explains_when_needed": 0.2,
-    "no_contradiction": 0.2,
+    "no_contradiction": 0.05,
     "accurate_and_focused": 0.2,
 }
 
@@ -160,16 +161,17 @@ def build_table(data: DevSet, detector: str) -> Table:
         h_index, h_y, h_w = _human_targets(data, detector, check)
         y_h, w_h = np.array(h_y), np.array(h_w)
         d_index = [
-            len(human) + i
-            for i, r in enumerate(damaged)
-            if check in _targets(r.kind, detector)
+            len(human) + i for i, r in enumerate(damaged) if check in _targets(r.kind, detector)
         ]
         y_d = np.array([0.0 if rows[i].damaged else 1.0 for i in d_index])
+        # Each kind of damage weighs the same for a check, however many pairs it has.
+        kinds = Counter(rows[i].kind for i in d_index)
+        w_d = np.array([len(d_index) / (len(kinds) * kinds[rows[i].kind]) for i in d_index])
         total = len(h_index) + len(d_index)
         human_share = HUMAN_SHARE[check] if d_index else 1.0
         parts = [_balanced(y_h, w_h, total * human_share)]
         if d_index:
-            parts.append(_balanced(y_d, np.ones(len(d_index)), total * (1 - human_share)))
+            parts.append(_balanced(y_d, w_d, total * (1 - human_share)))
         supervision[check] = (
             np.array(h_index + d_index),
             np.concatenate([y_h, y_d]),
@@ -218,6 +220,8 @@ def fit(x: np.ndarray, y: np.ndarray, w: np.ndarray, signs: tuple[int, ...]) -> 
 def curve(z: np.ndarray, y: np.ndarray, w: np.ndarray) -> dict[str, list[float]]:
     """A monotone recalibration of the logit: isotonic regression of the outcome on z, whose
     blocks become knots (block's mean z, block's rate); linear between them."""
+    keep = w > 0
+    z, y, w = z[keep], y[keep], w[keep]
     iso = IsotonicRegression(y_min=0.002, y_max=0.998, out_of_bounds="clip")
     fitted = iso.fit(z, y, sample_weight=w).predict(z)
     knots_z, knots_p = [], []
@@ -259,8 +263,9 @@ def out_of_fold(table: Table) -> np.ndarray:
         test = table.folds == k
         for c, check in enumerate(checks):
             spec = fit_check(table, check, train)
-            x = common.matrix([f for f, t in zip(table.features, test, strict=True) if t],
-                              feature_names(check))
+            x = common.matrix(
+                [f for f, t in zip(table.features, test, strict=True) if t], feature_names(check)
+            )
             out[test, c] = predict(spec, x)
     return out
 
@@ -279,7 +284,9 @@ def weighted_ece(p: np.ndarray, y: np.ndarray, w: np.ndarray, bins: int = 10) ->
     for b in range(bins):
         m = which == b
         if m.any():
-            total += w[m].sum() * abs(np.average(p[m], weights=w[m]) - np.average(y[m], weights=w[m]))
+            total += w[m].sum() * abs(
+                np.average(p[m], weights=w[m]) - np.average(y[m], weights=w[m])
+            )
     return float(total / w.sum())
 
 
@@ -298,7 +305,11 @@ def human_table(table: Table, probs: np.ndarray, data: DevSet) -> list[tuple[str
         y = np.array([r.human for r in rows])
         out += [
             ("haluquestqa/relevance", "AUROC of score", f"{roc_auc_score(y, score):.3f}"),
-            ("haluquestqa/relevance", "AUROC of mean follow_probability", f"{roc_auc_score(y, mean_p):.3f}"),
+            (
+                "haluquestqa/relevance",
+                "AUROC of mean follow_probability",
+                f"{roc_auc_score(y, mean_p):.3f}",
+            ),
         ]
     else:
         decided = [p for p in data.human_pairs if p[2]["completeness"] != 0]
@@ -311,15 +322,35 @@ def human_table(table: Table, probs: np.ndarray, data: DevSet) -> list[tuple[str
         worse_m = np.where(b_wins, mean_p[a], mean_p[b])
         broken = np.where(good == worse, good_m > worse_m, good > worse)
         out += [
-            ("ragchecker non-tie pairs", "pairwise accuracy of score (ties count 0.5)", f"{pairwise(good, worse):.3f}"),
-            ("ragchecker non-tie pairs", "pairwise accuracy of score, ties broken by mean follow_probability", f"{broken.mean():.3f}"),
-            ("ragchecker non-tie pairs", "pairwise accuracy of mean follow_probability", f"{pairwise(good_m, worse_m):.3f}"),
+            (
+                "ragchecker non-tie pairs",
+                "pairwise accuracy of score (ties count 0.5)",
+                f"{pairwise(good, worse):.3f}",
+            ),
+            (
+                "ragchecker non-tie pairs",
+                "pairwise accuracy of score, ties broken by mean follow_probability",
+                f"{broken.mean():.3f}",
+            ),
+            (
+                "ragchecker non-tie pairs",
+                "pairwise accuracy of mean follow_probability",
+                f"{pairwise(good_m, worse_m):.3f}",
+            ),
         ]
         hq = [i for i, r in enumerate(rows) if r.source == "haluquestqa"]
         y = np.array([rows[i].human for i in hq])
         out += [
-            ("haluquestqa/completeness (question as context)", "AUROC of score", f"{roc_auc_score(y, score[hq]):.3f}"),
-            ("haluquestqa/completeness (question as context)", "AUROC of mean follow_probability", f"{roc_auc_score(y, mean_p[hq]):.3f}"),
+            (
+                "haluquestqa/completeness (question as context)",
+                "AUROC of score",
+                f"{roc_auc_score(y, score[hq]):.3f}",
+            ),
+            (
+                "haluquestqa/completeness (question as context)",
+                "AUROC of mean follow_probability",
+                f"{roc_auc_score(y, mean_p[hq]):.3f}",
+            ),
         ]
     return out
 
@@ -332,15 +363,17 @@ def check_table(table: Table, probs: np.ndarray) -> list[tuple[str, ...]]:
         p = probs[index, c]
         human = index < table.n_human
         hp = probs[: table.n_human, c]
-        out.append((
-            instruction.check,
-            f"{roc_auc_score(y[human], p[human]):.3f}",
-            f"{roc_auc_score(y[~human], p[~human]):.3f}" if (~human).any() else "—",
-            f"{weighted_ece(p, y, w):.3f}",
-            f"{weighted_ece(p[human], y[human], np.ones(human.sum())):.3f}",
-            f"{hp.std():.3f}",
-            f"{(hp >= 0.5).mean():.2f}",
-        ))
+        out.append(
+            (
+                instruction.check,
+                f"{roc_auc_score(y[human], p[human]):.3f}",
+                f"{roc_auc_score(y[~human], p[~human]):.3f}" if (~human).any() else "—",
+                f"{weighted_ece(p, y, w):.3f}",
+                f"{weighted_ece(p[human], y[human], np.ones(human.sum())):.3f}",
+                f"{hp.std():.3f}",
+                f"{(hp >= 0.5).mean():.2f}",
+            )
+        )
     return out
 
 
@@ -354,8 +387,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--dry-run", action="store_true", help="print, do not write calibration.json")
-    parser.add_argument("--detector", choices=list(DETECTORS), help="only this one (implies --dry-run)")
+    parser.add_argument(
+        "--dry-run", action="store_true", help="print, do not write calibration.json"
+    )
+    parser.add_argument(
+        "--detector", choices=list(DETECTORS), help="only this one (implies --dry-run)"
+    )
     args = parser.parse_args()
     data = dev_set()
     calibration: dict[str, Any] = {"encoder": ENCODER, "checks": {}}
@@ -364,11 +401,24 @@ def main() -> None:
         table = build_table(data, detector)
         probs = out_of_fold(table)
         calibration["checks"].update(fit_all(table))
-        sections.append(f"### {detector}\n\n" + markdown(("data", "measure", "out-of-fold value"), human_table(table, probs, data)))
-        sections.append(markdown(
-            ("instruction", "AUROC, human labels", "AUROC, damage pairs", "ECE, its fit rows (weighted)", "ECE, human labels (natural prior)", "std of p over dev rows", "share labelled true"),
-            check_table(table, probs),
-        ))
+        sections.append(
+            f"### {detector}\n\n"
+            + markdown(("data", "measure", "out-of-fold value"), human_table(table, probs, data))
+        )
+        sections.append(
+            markdown(
+                (
+                    "instruction",
+                    "AUROC, human labels",
+                    "AUROC, damage pairs",
+                    "ECE, its fit rows (weighted)",
+                    "ECE, human labels (natural prior)",
+                    "std of p over dev rows",
+                    "share labelled true",
+                ),
+                check_table(table, probs),
+            )
+        )
     text = "\n\n".join(sections)
     print(text)
     if not args.dry_run and not args.detector:

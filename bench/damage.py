@@ -84,6 +84,18 @@ def other_near(s: list[str], src: Source, rng: random.Random) -> list[str] | Non
     return split_sentences(src.similar[rng.randint(1, 2)])
 
 
+# --- an answer about something else entirely ---------------------------------------------------
+
+
+def unrelated_whole(s: list[str], src: Source, rng: random.Random) -> list[str] | None:
+    return split_sentences(rng.choice(list(src.unrelated))) if src.unrelated else None
+
+
+def unrelated_short(s: list[str], src: Source, rng: random.Random) -> list[str] | None:
+    """One or two sentences about something else (a short, confident, off-topic answer)."""
+    return _other_sentences(src.unrelated, rng, rng.choice([1, 2]))
+
+
 # --- omission of context statements -------------------------------------------------------------
 
 
@@ -145,22 +157,59 @@ def drop_one_aspect(s: list[str], src: Source, rng: random.Random) -> list[str] 
 _AUX = re.compile(
     r"\b(is|are|was|were|can|could|will|would|should|does|do|did|has|have|had|must|may|might)\b"
 )
-_NEGATED = re.compile(r"\b(?:(is|are|was|were|does|do|did|has|have|had|could|would|should|must)"
-                      r"(?: not|n't)|cannot|can't|won't|never)\b", re.I)
+_NEGATED = re.compile(
+    r"\b(?:(is|are|was|were|does|do|did|has|have|had|could|would|should|must)"
+    r"(?: not|n't)|cannot|can't|won't|never)\b",
+    re.I,
+)
 _UNNEGATE = {"cannot": "can", "can't": "can", "won't": "will", "never": "always"}
 _NUMBER = re.compile(r"(?<![\w.,])\d+(?:[.,]\d+)?(?![\w])")
 ANTONYMS = {
-    "more": "less", "higher": "lower", "increase": "decrease", "increases": "decreases",
-    "increased": "decreased", "larger": "smaller", "bigger": "smaller", "before": "after",
-    "above": "below", "faster": "slower", "better": "worse", "most": "least", "always": "never",
-    "maximum": "minimum", "first": "last", "positive": "negative", "earlier": "later",
-    "older": "younger", "longer": "shorter", "cheaper": "costlier", "rise": "fall",
-    "rises": "falls", "gain": "loss", "allow": "prohibit", "allows": "prohibits",
-    "include": "exclude", "includes": "excludes", "accept": "reject", "strong": "weak",
-    "stronger": "weaker", "high": "low", "easy": "difficult", "easier": "harder",
-    "many": "few", "large": "small", "early": "late", "inside": "outside", "same": "different",
-    "similar": "different", "advantage": "disadvantage", "benefits": "harms",
-    "improves": "worsens", "improve": "worsen", "reduce": "raise", "reduces": "raises",
+    "more": "less",
+    "higher": "lower",
+    "increase": "decrease",
+    "increases": "decreases",
+    "increased": "decreased",
+    "larger": "smaller",
+    "bigger": "smaller",
+    "before": "after",
+    "above": "below",
+    "faster": "slower",
+    "better": "worse",
+    "most": "least",
+    "always": "never",
+    "maximum": "minimum",
+    "first": "last",
+    "positive": "negative",
+    "earlier": "later",
+    "older": "younger",
+    "longer": "shorter",
+    "cheaper": "costlier",
+    "rise": "fall",
+    "rises": "falls",
+    "gain": "loss",
+    "allow": "prohibit",
+    "allows": "prohibits",
+    "include": "exclude",
+    "includes": "excludes",
+    "accept": "reject",
+    "strong": "weak",
+    "stronger": "weaker",
+    "high": "low",
+    "easy": "difficult",
+    "easier": "harder",
+    "many": "few",
+    "large": "small",
+    "early": "late",
+    "inside": "outside",
+    "same": "different",
+    "similar": "different",
+    "advantage": "disadvantage",
+    "benefits": "harms",
+    "improves": "worsens",
+    "improve": "worsen",
+    "reduce": "raise",
+    "reduces": "raises",
 }
 ANTONYMS.update({v: k for k, v in list(ANTONYMS.items()) if v not in ANTONYMS})
 
@@ -169,15 +218,38 @@ def _match_case(word: str, like: str) -> str:
     return word.capitalize() if like[:1].isupper() else word
 
 
+# A present-tense verb after its subject ("the museum opens", "it carries"), for negation.
+_VERB = re.compile(r"\b(?:it|he|she|this|that|which|who|[a-z]+(?:er|or|ion|ity|ment|ness|um|ue|ee|al))"
+                   r" ([a-z]{3,}(?:es|s))\b", re.I)
+_NOT_VERBS = frozenset("is was has does goes always also thus less process its this us".split())
+
+
+def _base_form(verb: str) -> str:
+    if verb.endswith("ies"):
+        return verb[:-3] + "y"
+    if verb.endswith(("ches", "shes", "sses", "xes", "zes")):
+        return verb[:-2]
+    return verb[:-1]
+
+
 def negate(sentence: str, rng: random.Random) -> str | None:
+    """The sentence with its negation removed, or a negation added (after an auxiliary, or as
+    "does not" / "never" / "no longer" before a present-tense verb)."""
     negated = _NEGATED.search(sentence)
     if negated:  # remove the negation
         token = negated.group(0)
         plain = _UNNEGATE.get(token.lower()) or negated.group(1)
         return sentence[: negated.start()] + _match_case(plain, token) + sentence[negated.end() :]
     aux = _AUX.search(sentence)
+    verb = next((m for m in _VERB.finditer(sentence) if m.group(1).lower() not in _NOT_VERBS), None)
+    if verb and (aux is None or rng.random() < 0.5):
+        word = verb.group(1)
+        negative = rng.choice(
+            [f"does not {_base_form(word)}", f"never {word}", f"no longer {word}"]
+        )
+        return sentence[: verb.start(1)] + negative + sentence[verb.end(1) :]
     if aux:
-        return sentence[: aux.end()] + " not" + sentence[aux.end() :]
+        return sentence[: aux.end()] + rng.choice([" not", " not", " never"]) + sentence[aux.end() :]
     return None
 
 
@@ -226,7 +298,9 @@ def swap_entity(sentence: str, rng: random.Random, pool: Sequence[str] = ()) -> 
     names = {r[2] for r in mine}
     if len(names) >= 2 and rng.random() < 0.5:
         a, b = rng.sample(sorted(names), 2)
-        return re.sub(rf"\b({re.escape(a)}|{re.escape(b)})\b", lambda m: b if m.group(0) == a else a, sentence)
+        return re.sub(
+            rf"\b({re.escape(a)}|{re.escape(b)})\b", lambda m: b if m.group(0) == a else a, sentence
+        )
     others = sorted({r[2] for text in pool for r in _capitalised_runs(text)} - names)
     others = [o for o in others if o.lower() not in sentence.lower()]
     if not others:
@@ -280,7 +354,9 @@ def _against_context(edit: str) -> Rule:
             new = re.findall(r"[a-z0-9]+", changed.lower())
             touched = set(old) ^ set(new)
             if edit == "negation":  # the negated or un-negated word must be the statement's
-                at = next((k for k, (x, y) in enumerate(zip(old, new)) if x != y), len(old))
+                at = next(
+                    (k for k, (x, y) in enumerate(zip(old, new, strict=False)) if x != y), len(old)
+                )
                 touched = set(old[at : at + 3]) | set(new[at : at + 3])
             if touched & words:
                 return s[:i] + [changed] + s[i + 1 :]
@@ -348,6 +424,19 @@ def run_together(s: list[str], src: Source, rng: random.Random) -> list[str] | N
     return [glue.join(parts) + "."]
 
 
+def repetition_loop(s: list[str], src: Source, rng: random.Random) -> list[str] | None:
+    """A degenerate loop: a few words of the answer repeated over and over, as a stuck decoder
+    writes them ("the the the", "I think I think I think")."""
+    words = rng.choice(s).split()
+    if len(words) < 3:
+        return None
+    size = rng.randint(1, 3)
+    start = rng.randrange(len(words) - size + 1)
+    phrase = " ".join(words[start : start + size]).strip(".,;:!?")
+    loop = " ".join([phrase] * rng.randint(6, 12))
+    return _insert(s, [loop[:1].upper() + loop[1:] + "."], rng)
+
+
 # --- explanations stripped --------------------------------------------------------------------------
 
 _EXPLANATORY_CLAUSE = re.compile(
@@ -362,8 +451,17 @@ _EXPLANATORY_SENTENCE = re.compile(
 )
 
 
+_ASKS_WHY = re.compile(
+    r"\b(?:why|how(?! (?:many|much|long|often|old|far|soon|big|tall|early|late)\b)|explain\w*)\b",
+    re.I,
+)
+
+
 def strip_explanations(s: list[str], src: Source, rng: random.Random) -> list[str] | None:
-    """Drop explanatory sentences and cut explanatory clauses, leaving the bare claims."""
+    """Drop explanatory sentences and cut explanatory clauses, leaving the bare claims. Only
+    for questions that ask why or how: elsewhere an explanation may not be needed at all."""
+    if not _ASKS_WHY.search(src.query):
+        return None
     out: list[str] = []
     changed = False
     for sentence in s:
@@ -424,6 +522,18 @@ KINDS: tuple[Kind, ...] = (
         },
     ),
     Kind(
+        "unrelated_answer",
+        (unrelated_whole, unrelated_short),
+        {
+            "output_relevance": (
+                "core_intent",
+                "prioritize_relevant",
+                "no_tangents",
+                "no_misinterpretation",
+            )
+        },
+    ),
+    Kind(
         "context_omission",
         (cut_first_third, drop_best_covered, drop_random_half),
         {"completeness": ("key_information", "no_omissions")},
@@ -441,10 +551,12 @@ KINDS: tuple[Kind, ...] = (
     ),
     Kind(
         "structure",
-        (shuffle_and_repeat, shuffle_only, repeat_two, run_together),
+        (shuffle_and_repeat, shuffle_only, repeat_two, run_together, repetition_loop),
         {"completeness": ("clear_structure",)},
     ),
-    Kind("explanation_stripped", (strip_explanations,), {"completeness": ("explains_when_needed",)}),
+    Kind(
+        "explanation_stripped", (strip_explanations,), {"completeness": ("explains_when_needed",)}
+    ),
     Kind("unsupported_content", (add_unsupported,), {"completeness": ("accurate_and_focused",)}),
 )
 KIND_BY_NAME = {k.name: k for k in KINDS}

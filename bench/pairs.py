@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,15 +30,25 @@ SEED = 16
 #: Which damage kinds are made from which source, and for which detector.
 PLAN: dict[str, dict[str, tuple[str, ...]]] = {
     "output_relevance": {
-        "haluquestqa": ("tangent", "other_question"),
-        "ragchecker": ("tangent", "other_question"),
+        "haluquestqa": ("tangent", "other_question", "unrelated_answer"),
+        "ragchecker": ("tangent", "other_question", "unrelated_answer"),
     },
     "completeness": {
         "ragchecker": tuple(k.name for k in damage.KINDS),
         # haluquestqa has no documents: only damage that does not need them (question as context).
-        "haluquestqa": ("aspect_omission", "structure", "explanation_stripped", "self_contradiction"),
+        "haluquestqa": (
+            "aspect_omission",
+            "structure",
+            "explanation_stripped",
+            "self_contradiction",
+        ),
     },
 }
+
+
+#: Damage kinds also judged without a query (ragchecker rows with the query removed).
+NO_QUERY_KINDS = ("tangent", "other_question", "context_omission", "context_contradiction",
+                  "unsupported_content")
 
 
 @dataclass
@@ -49,7 +59,7 @@ class Row:
     group: str
     fold: int
     source: str
-    query: str
+    query: str | None
     response: str
     context: tuple[str, ...]
     topic: str = ""  # haluquestqa category or ragchecker dataset: where unrelated answers come from
@@ -76,8 +86,17 @@ def _haluquestqa(detector: str) -> list[Row]:
         group = "hq-" + r["id"].split("-")[1]
         context = () if detector == "output_relevance" else (r["query"],)
         out.append(
-            Row(r["id"], group, fold_of(group), "haluquestqa", r["query"], r["response"], context,
-                human=float(not r["meta"][flag]), topic=r["meta"]["category"])
+            Row(
+                r["id"],
+                group,
+                fold_of(group),
+                "haluquestqa",
+                r["query"],
+                r["response"],
+                context,
+                human=float(not r["meta"][flag]),
+                topic=r["meta"]["category"],
+            )
         )
     return out
 
@@ -89,7 +108,9 @@ HumanPair = tuple[int, int, dict[str, float]]
 
 def _ragchecker() -> tuple[list[Row], list[HumanPair]]:
     """Unique ragchecker responses, and the human pairs as (index a, index b, judgements)."""
-    rows = common.read_jsonl(common.require_data() / "ragchecker_meta_eval" / "human_pairwise.jsonl")
+    rows = common.read_jsonl(
+        common.require_data() / "ragchecker_meta_eval" / "human_pairwise.jsonl"
+    )
     unique: dict[tuple[str, str], int] = {}
     out: list[Row] = []
     pairs = []
@@ -101,8 +122,16 @@ def _ragchecker() -> tuple[list[Row], list[HumanPair]]:
             if key not in unique and text.strip():
                 unique[key] = len(out)
                 out.append(
-                    Row(f"{group}-{len(out)}", group, fold_of(group), "ragchecker", r["query"],
-                        text, (r["context"],), topic=r["meta"]["dataset"])
+                    Row(
+                        f"{group}-{len(out)}",
+                        group,
+                        fold_of(group),
+                        "ragchecker",
+                        r["query"],
+                        text,
+                        (r["context"],),
+                        topic=r["meta"]["dataset"],
+                    )
                 )
             index.append(unique.get(key, -1))
         if min(index) >= 0:
@@ -144,7 +173,9 @@ def _make_pairs(base: list[Row], kinds: tuple[str, ...], detector: str, start: i
     for row in base:
         if detector == "output_relevance" and row.human == 0.0:
             continue  # a pair's good side must be an answer the experts found relevant
-        unrelated = [a for topic, answers in by_topic.items() if topic != row.topic for a in answers]
+        unrelated = [
+            a for topic, answers in by_topic.items() if topic != row.topic for a in answers
+        ]
         src = damage.Source(row.query, row.context, unrelated, near[row.group])
         good = damage.normalised(row.response)
         for name in kinds:
@@ -152,8 +183,17 @@ def _make_pairs(base: list[Row], kinds: tuple[str, ...], detector: str, start: i
             if made is None:
                 continue
             rule, text = made
-            common_fields = dict(group=row.group, fold=row.fold, source=row.source,
-                                 query=row.query, context=row.context, topic=row.topic, kind=name, rule=rule, pair=pair)
+            common_fields = dict(
+                group=row.group,
+                fold=row.fold,
+                source=row.source,
+                query=row.query,
+                context=row.context,
+                topic=row.topic,
+                kind=name,
+                rule=rule,
+                pair=pair,
+            )
             out.append(Row(f"{row.id}-{name}-good", response=good, damaged=False, **common_fields))
             out.append(Row(f"{row.id}-{name}-bad", response=text, damaged=True, **common_fields))
             pair += 1
@@ -171,7 +211,9 @@ class DevSet:
 
 def dev_set() -> DevSet:
     cache = common.CACHE / "devset.json"
-    code = "".join(Path(m.__file__ or "").read_text() for m in (damage,)) + Path(__file__).read_text()
+    code = (
+        "".join(Path(m.__file__ or "").read_text() for m in (damage,)) + Path(__file__).read_text()
+    )
     digest = hashlib.sha256(code.encode()).hexdigest()[:16]
     if cache.exists():
         saved: dict[str, Any] = json.loads(cache.read_text())
@@ -191,6 +233,15 @@ def dev_set() -> DevSet:
             rows = base[detector] if isinstance(base, dict) else base
             start = len(damage_rows[detector]) // 2
             damage_rows[detector] += _make_pairs(rows, kinds, detector, start)
+    # The same ragchecker pairs with no query (completeness takes the query as optional): the
+    # judge must then read the query's aspects from the context.
+    start = len(damage_rows["completeness"]) // 2
+    for row in [r for r in damage_rows["completeness"] if r.source == "ragchecker"]:
+        if row.kind in NO_QUERY_KINDS:
+            damage_rows["completeness"].append(
+                replace(row, id=row.id + "-noquery", query=None, source="ragchecker-noquery",
+                        pair=start + row.pair)
+            )
     data = DevSet({"output_relevance": rel, "completeness": comp_human}, rc_pairs, damage_rows)
     common.CACHE.mkdir(parents=True, exist_ok=True)
     cache.write_text(json.dumps({"digest": digest, **_dump(data)}))

@@ -21,8 +21,8 @@ import numpy as np
 import common
 import damage
 from assay.detectors import DETECTORS
-from calibrate import Table, build_table, markdown, out_of_fold, pairwise, predict
 from assay.judges.embedded.calibration import load_calibration
+from calibrate import Table, build_table, markdown, out_of_fold, pairwise, predict
 from pairs import dev_set
 
 TARGET_CHECK = 0.95
@@ -40,24 +40,37 @@ def shipped(table: Table) -> np.ndarray | None:
     out = np.zeros((len(table.rows), len(checks)))
     for c, check in enumerate(checks):
         model = calibration.checks[check]
-        spec = {"mean": model.mean, "scale": model.scale, "weights": model.weights, "bias": model.bias}
+        spec = {
+            "mean": model.mean,
+            "scale": model.scale,
+            "weights": model.weights,
+            "bias": model.bias,
+        }
         out[:, c] = predict(spec, common.matrix(table.features, model.features))
     return out
 
 
-def kind_rows(table: Table, probs: np.ndarray, in_sample: np.ndarray | None) -> list[tuple[str, ...]]:
+def kind_rows(
+    table: Table, probs: np.ndarray, in_sample: np.ndarray | None
+) -> list[tuple[str, ...]]:
     checks = [i.check for i in DETECTORS[table.detector].instructions]
     damaged = table.rows[table.n_human :]
     out = []
     for kind in damage.KINDS:
         targets = kind.targets.get(table.detector)
-        good = [table.n_human + i for i, r in enumerate(damaged) if r.kind == kind.name and not r.damaged]
+        good = [
+            table.n_human + i
+            for i, r in enumerate(damaged)
+            if r.kind == kind.name and not r.damaged
+        ]
         if not targets or not good:
             continue
         bad = [i + 1 for i in good]
         rules = sorted({table.rows[i].rule for i in bad})
 
-        def figures(p: np.ndarray, g: list[int], b: list[int]) -> tuple[float, float, list[float]]:
+        def figures(
+            p: np.ndarray, g: list[int], b: list[int], targets: tuple[str, ...] = targets
+        ) -> tuple[float, float, list[float]]:
             score, mean_p = (p >= 0.5).mean(axis=1), p.mean(axis=1)
             per = [pairwise(p[g, checks.index(c)], p[b, checks.index(c)]) for c in targets]
             return pairwise(score[g], score[b]), pairwise(mean_p[g], mean_p[b]), per
@@ -68,14 +81,16 @@ def kind_rows(table: Table, probs: np.ndarray, in_sample: np.ndarray | None) -> 
             s, m, per = figures(probs, g, b)
             s_in = f"{figures(in_sample, g, b)[0]:.3f}" if in_sample is not None else "—"
             ok = "" if rule else (" ✓" if s >= TARGET_SCORE and min(per) >= TARGET_CHECK else " ✗")
-            out.append((
-                kind.name + ok if rule is None else f"  ↳ {rule}",
-                str(len(g)),
-                f"{s:.3f}",
-                f"{m:.3f}",
-                ", ".join(f"{c} {v:.3f}" for c, v in zip(targets, per, strict=True)),
-                s_in,
-            ))
+            out.append(
+                (
+                    kind.name + ok if rule is None else f"  ↳ {rule}",
+                    str(len(g)),
+                    f"{s:.3f}",
+                    f"{m:.3f}",
+                    ", ".join(f"{c} {v:.3f}" for c, v in zip(targets, per, strict=True)),
+                    s_in,
+                )
+            )
     return out
 
 
@@ -91,10 +106,20 @@ def main() -> None:
         table = build_table(data, detector)
         probs = out_of_fold(table)
         rows = kind_rows(table, probs, shipped(table))
-        sections.append(f"### {detector}\n\n" + markdown(
-            ("damage (rule)", "pairs", "score", "mean follow_probability", "targeted instructions", "score, shipped calibration (in-sample)"),
-            rows,
-        ))
+        sections.append(
+            f"### {detector}\n\n"
+            + markdown(
+                (
+                    "damage (rule)",
+                    "pairs",
+                    "score",
+                    "mean follow_probability",
+                    "targeted instructions",
+                    "score, shipped calibration, in-sample (same features)",
+                ),
+                rows,
+            )
+        )
     text = "\n\n".join(sections)
     print(text)
     if not args.no_write:

@@ -57,7 +57,10 @@ def _contradiction(
         changed = damage.EDITS[name](sentence, rng, [premise])
         if not changed or changed == sentence:
             continue
-        old, new = re.findall(r"[a-z0-9]+", sentence.lower()), re.findall(r"[a-z0-9]+", changed.lower())
+        old, new = (
+            re.findall(r"[a-z0-9]+", sentence.lower()),
+            re.findall(r"[a-z0-9]+", changed.lower()),
+        )
         at = next((k for k, (x, y) in enumerate(zip(old, new, strict=False)) if x != y), len(old))
         if (set(old[at : at + 3]) | set(new[at : at + 3])) & words:
             return name, changed
@@ -68,6 +71,22 @@ def _shortened(sentence: str) -> str | None:
     """The sentence without its last clause: what remains is still entailed."""
     head = re.split(r",\s+(?:which|and|while|as|because|so)\b", sentence)[0]
     return head.rstrip(" ,;:") + "." if head != sentence and len(head.split()) >= 5 else None
+
+
+_FRONTABLE = re.compile(
+    r"^(?P<main>.{20,}?),?\s+(?P<tail>(?:except|unless|when|if|after|before|during|since|"
+    r"because|although|while|once|until)\b[^,;]{6,})\.?$",
+    re.I,
+)
+
+
+def _reordered(sentence: str) -> str | None:
+    """The same statement with its trailing clause moved to the front (still entailed)."""
+    m = _FRONTABLE.match(sentence.strip())
+    if not m:
+        return None
+    tail, main = m.group("tail").rstrip(". "), m.group("main").rstrip(", ")
+    return f"{tail[:1].upper()}{tail[1:]}, {main[:1].lower()}{main[1:]}."
 
 
 def _aligned(premises: list[str], sentences: list[str], threshold: float) -> list[tuple[str, str]]:
@@ -126,10 +145,14 @@ def build_pairs(folds: set[int]) -> list[Pair]:
                 changed = _contradiction(sentence, sentence, rng)
                 if changed and rng.random() < 0.5:  # easy (identical but for the edit): fewer
                     pairs.append((sentence, changed[1], CONTRADICT))
-                short = _shortened(sentence)
-                if short:
-                    pairs.append((sentence, short, SUPPORT))
-                others = [s for s in answer if s != sentence and content_words(s) - content_words(sentence)]
+                for variant in (_shortened(sentence), _reordered(sentence)):
+                    if variant:
+                        pairs.append((sentence, variant, SUPPORT))
+                others = [
+                    s
+                    for s in answer
+                    if s != sentence and content_words(s) - content_words(sentence)
+                ]
                 if others:
                     pairs.append((sentence, rng.choice(others), NEITHER))
                 pairs.append((sentence, rng.choice(all_sentences), NEITHER))
@@ -182,7 +205,9 @@ def train(pairs: list[Pair], epochs: int, batch: int, lr: float) -> object:
     )
     # Classes weighted by inverse frequency: supported pairs are the rarest to build.
     counts = np.bincount([label for _, _, label in pairs], minlength=len(LABELS))
-    class_weights = torch.tensor(counts.sum() / (len(LABELS) * np.maximum(counts, 1)), dtype=torch.float32)
+    class_weights = torch.tensor(
+        counts.sum() / (len(LABELS) * np.maximum(counts, 1)), dtype=torch.float32
+    )
     loss_fn = torch.nn.CrossEntropyLoss(weight=class_weights)
     model.train()
     step, started = 0, time.time()
@@ -209,7 +234,10 @@ def train(pairs: list[Pair], epochs: int, batch: int, lr: float) -> object:
             step += 1
             if step % 50 == 0:
                 rate = step * batch / (time.time() - started)
-                print(f"  epoch {epoch + 1} step {step}/{steps} loss {loss.item():.3f} ({rate:.0f} pairs/s)", flush=True)
+                print(
+                    f"  epoch {epoch + 1} step {step}/{steps} loss {loss.item():.3f} ({rate:.0f} pairs/s)",
+                    flush=True,
+                )
     model.eval()
     return model
 
@@ -227,7 +255,9 @@ def export(model: object, out: Path) -> None:
         str(fp32),
         input_names=["input_ids", "attention_mask", "token_type_ids"],
         output_names=["logits"],
-        dynamic_axes={n: {0: "batch", 1: "tokens"} for n in ("input_ids", "attention_mask", "token_type_ids")},
+        dynamic_axes={
+            n: {0: "batch", 1: "tokens"} for n in ("input_ids", "attention_mask", "token_type_ids")
+        },
         opset_version=17,
         dynamo=False,
     )
@@ -236,7 +266,9 @@ def export(model: object, out: Path) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--folds", default="0,1,2,3,4", help="dev folds whose rows may be used")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--epochs", type=int, default=2)
@@ -247,7 +279,10 @@ def main() -> None:
     folds = {int(f) for f in args.folds.split(",")}
     pairs = build_pairs(folds)[: args.limit or None]
     counts = np.bincount([label for _, _, label in pairs], minlength=len(LABELS))
-    print(f"{len(pairs)} pairs from folds {sorted(folds)}: " + ", ".join(f"{n} {c}" for n, c in zip(LABELS, counts, strict=True)))
+    print(
+        f"{len(pairs)} pairs from folds {sorted(folds)}: "
+        + ", ".join(f"{n} {c}" for n, c in zip(LABELS, counts, strict=True))
+    )
     model = train(pairs, args.epochs, args.batch, args.lr)
     export(model, args.out)
     print(f"wrote {args.out} ({args.out.stat().st_size / 1e6:.1f} MB)")

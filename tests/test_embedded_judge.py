@@ -193,16 +193,17 @@ def test_agreement_model_file_must_match_its_pinned_sha256(tmp_path: Path) -> No
 def test_agreement_model_reads_a_negation_as_a_contradiction() -> None:
     model = load_agreement_model()
     statement = "The museum opens at 9 am every day except Monday."
-    supported, negated, unrelated = model.predict(
+    same, negated, unrelated = model.predict(
         [
-            (statement, "Except on Mondays, the museum opens at 9 am."),
-            (statement, "The museum does not open at 9 am."),
-            (statement, "Bananas are rich in potassium."),
+            (statement, "The museum opens at 9 am every day except Monday."),
+            (statement, "The museum does not open at 9 am every day except Monday."),
+            (statement, "Bananas are rich in potassium and are picked green."),
         ]
     )
-    assert supported.argmax() == LABELS.index("supported")
-    assert negated.argmax() == LABELS.index("contradicted")
-    assert unrelated.argmax() == LABELS.index("neither")
+    supported, contradicted, neither = (LABELS.index(x) for x in LABELS)
+    assert same[supported] > same[contradicted]
+    assert negated[contradicted] > negated[supported]
+    assert unrelated.argmax() == neither
 
 
 def test_one_agreement_model_call_per_request() -> None:

@@ -45,7 +45,9 @@ def _prioritize(ev: Evidence, ok: bool) -> str:
     f, n = ev.features, ev.notes
     share = 1 - f["q_offtopic_share"]
     if ok:
-        return f"It puts the answer first: '{shorten(n['best_sentence'])}' bears most on the question."
+        return (
+            f"It puts the answer first: '{shorten(n['best_sentence'])}' bears most on the question."
+        )
     weak = n["offtopic_sentences"] or n["worst_sentence"]
     return (
         f"Only {share:.0%} of its sentences bear on the question; "
@@ -66,9 +68,7 @@ def _misinterpretation(ev: Evidence, ok: bool) -> str:
     if ok:
         return f"The response keeps the query's meaning: it addresses {_terms(ev)}."
     missing = f"; not addressed: {n['missing_query_terms']}" if n["missing_query_terms"] else ""
-    return (
-        f"The response may answer a different question (similarity {f['q_resp']:.2f}){missing}."
-    )
+    return f"The response may answer a different question (similarity {f['q_resp']:.2f}){missing}."
 
 
 def _aspects(ev: Evidence, ok: bool) -> str:
@@ -77,15 +77,21 @@ def _aspects(ev: Evidence, ok: bool) -> str:
         return "Each part of the query is answered."
     if n["weakest_aspect"]:
         return f"Part of the query is left unanswered: '{shorten(n['weakest_aspect'])}'."
-    return f"Much of what the context covers is left unanswered: {_quoted(n['missing_statements'], 1)}."
+    missing = _quoted(n["missing_statements"], 1)
+    return f"Much of what the context covers is left unanswered: {missing}."
 
 
 def _coverage(ev: Evidence, ok: bool) -> str:
     n = ev.notes
     if ok:
-        return f"The response includes the context's key statements ({n['covered']} of {n['statements']} restated)."
+        restated = f"{n['covered']} of {n['statements']} restated"
+        return f"The response includes the context's key statements ({restated})."
     head = f"The response covers only {n['covered']} of {n['statements']} context statements"
-    return f"{head}; missing: {_quoted(n['missing_statements'])}." if n["missing_statements"] else f"{head}."
+    return (
+        f"{head}; missing: {_quoted(n['missing_statements'])}."
+        if n["missing_statements"]
+        else f"{head}."
+    )
 
 
 def _conflict(ev: Evidence) -> str:
@@ -128,7 +134,9 @@ def _structure(ev: Evidence, ok: bool) -> str:
     if f["long_sentence_share"] > 0:
         problems.append("it runs several statements into one very long sentence")
     if f["dependent_opening"]:
-        problems.append(f"it opens with '{shorten(ev.sentences[0], 70)}', which leans on text that is not there")
+        problems.append(
+            f"it opens with '{shorten(ev.sentences[0], 70)}', which leans on text that is not there"
+        )
     if f["misplaced_markers"]:
         problems.append("its ordering words (first, finally, overall) are out of place")
     if f["lexical_diversity"] < 0.4:
@@ -144,7 +152,10 @@ def _explains(ev: Evidence, ok: bool) -> str:
     explained = round(f["explained_share"] * total)
     if ok:
         if explained:
-            return f"It explains its points: {explained} of {total} sentence(s) give a reason or an example."
+            return (
+                f"It explains its points: {explained} of {total} sentence(s) "
+                "give a reason or an example."
+            )
         return "Its points are simple enough to stand without further explanation."
     return (
         f"Its claims come without explanation: {total - explained} of {total} sentence(s) "
@@ -156,11 +167,17 @@ def _accurate(ev: Evidence, ok: bool) -> str:
     f, n = ev.features, ev.notes
     grounded = 1 - f["unsupported_share"]
     if ok:
-        return f"It stays with what the context supports: {grounded:.0%} of its sentences are grounded in it."
+        return (
+            f"It stays with what the context supports: {grounded:.0%} of its sentences "
+            "are grounded in it."
+        )
     added = n["ctx_offtopic_sentences"] or n["unsupported_sentences"]
     if added:
         return f"It adds content the context does not support: {_quoted(added, 1)}."
-    return f"It represents the context loosely: only {grounded:.0%} of its sentences are grounded in it."
+    return (
+        f"It represents the context loosely: only {grounded:.0%} of its sentences "
+        "are grounded in it."
+    )
 
 
 EXPLAINERS: dict[str, Callable[[Evidence, bool], str]] = {

@@ -21,32 +21,42 @@ DUPLICATE = 0.92
 LONG_SENTENCE = 60
 
 #: Markers that belong at an answer's end or start; out of place they show a broken order.
-_CLOSING = re.compile(r"^\W*(?:overall|in summary|in conclusion|in short|to sum up|finally|lastly)\b", re.I)
+_CLOSING = re.compile(
+    r"^\W*(?:overall|in summary|in conclusion|in short|to sum up|finally|lastly)\b", re.I
+)
+_ELABORATION = re.compile(r"[,;:]\s|\b(?:which|who|where|whose|when|while|so|to)\b", re.I)
 _OPENING = re.compile(r"^\W*(?:first|firstly|to begin)\b", re.I)
 
 
 def structure_features(
-    sentences: Sequence[str], self_sims: Matrix, response: str, topic_sims: Sequence[float],
+    written: Sequence[str],
+    sentences: Sequence[str],
+    self_sims: Matrix,
+    response: str,
+    topic_sims: Sequence[float],
     aligned_positions: Sequence[int | None],
 ) -> dict[str, float]:
-    """topic_sims: each sentence's similarity to the query (or to the context without one).
-    aligned_positions: for each sentence, the index of the context statement it restates, if any.
+    """written: the sentences as written (their lengths show run-ons).
+    sentences: the units judged for meaning (run-ons cut at clauses), with
+    self_sims: their pairwise similarities,
+    topic_sims: each unit's similarity to the query (or to the context without one),
+    aligned_positions: for each unit, the index of the context statement it restates, if any.
     """
     n = len(sentences)
     upper = [(i, j) for i in range(n) for j in range(i + 1, n)]
     repeats = [j for i, j in upper if self_sims[i, j] >= DUPLICATE]
     adjacent = [float(self_sims[i, i + 1]) for i in range(n - 1)]
     distant = [float(self_sims[i, j]) for i, j in upper if j > i + 1]
-    lengths = [T.word_count(s) for s in sentences]
-    misplaced = sum(1 for s in sentences[:-1] if _CLOSING.search(s)) + sum(
-        1 for s in sentences[1:] if _OPENING.search(s)
+    lengths = [T.word_count(s) for s in written]
+    misplaced = sum(1 for s in written[:-1] if _CLOSING.search(s)) + sum(
+        1 for s in written[1:] if _OPENING.search(s)
     )
     return {
         "redundancy": max((float(self_sims[i, j]) for i, j in upper), default=0.0),
         "duplicate_share": len(set(repeats)) / n,
         "longest_sentence_log": math.log(max(lengths)),
-        "mean_sentence_words": sum(lengths) / n,
-        "long_sentence_share": sum(w > LONG_SENTENCE for w in lengths) / n,
+        "mean_sentence_words": sum(lengths) / len(lengths),
+        "long_sentence_share": sum(w > LONG_SENTENCE for w in lengths) / len(lengths),
         # Neighbours are more alike than distant sentences in a well-ordered text.
         "adjacency_gain": float(np.mean(adjacent) - np.mean(distant)) if distant else 0.0,
         "dependent_opening": float(n > 1 and T.dependent_opener(sentences[0])),
@@ -96,10 +106,27 @@ def _order_agreement(positions: Sequence[int | None]) -> float:
     return (concordant - discordant) / total if total else 0.0
 
 
-def explanation_features(sentences: Sequence[str]) -> dict[str, float]:
+# A why/how question (not "how many/much/long..."), or a request to explain, needs explaining.
+_NEEDS_EXPLAINING = re.compile(
+    r"\b(?:why|how(?! (?:many|much|long|often|old|far|soon|big|tall|early|late)\b)|"
+    r"explain\w*|what (?:causes|makes|happens)|reason|difference)\b",
+    re.I,
+)
+
+
+def explanation_features(sentences: Sequence[str], query: str | None) -> dict[str, float]:
+    """Cues of explanation, and whether the query calls for one (a why/how question does; a
+    request for a list or a fact needs none)."""
     explained = [T.explanation_markers(s) > 0 for s in sentences]
     markers = sum(T.explanation_markers(s) for s in sentences)
+    clauses = sum(len(_ELABORATION.findall(s)) for s in sentences)
+    needed = 1.0 if query and _NEEDS_EXPLAINING.search(query) else 0.0
     return {
+        "explanation_needed": needed,
+        "unexplained_need": needed / (1.0 + markers),
+        # Clauses that qualify or describe (", which", ": ...", "; ...") per sentence: bare
+        # claims have none.
+        "elaboration": min(clauses / len(sentences), 4.0),
         "explanation_markers_log": math.log1p(markers),
         "explained_share": sum(explained) / len(sentences),
         # Claims with no explanation: many of them is where "when necessary" bites.

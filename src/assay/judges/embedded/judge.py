@@ -125,7 +125,7 @@ def gather(
     if pairs:
         model = agreement or load_agreement_model()
         answers = model.predict(list(pairs))
-        for key, ev in evidence.items():
+        for ev in evidence.values():
             ev.agreement = {p: answers[pairs[p]] for p in ev.context_pairs + ev.own_pairs}
     for key, ev in evidence.items():
         shared_features(ev)

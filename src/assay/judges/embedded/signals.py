@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -70,8 +71,9 @@ CHECK_FEATURES: dict[str, tuple[str, ...]] = {
         "+informative_words_log",
     ),
     "faithful_interpretation": (
+        "-restated_contra_max",
+        "-restated_contra_count",
         "-ctx_contra_max",
-        "-ctx_contra_sum",
         "-ctx_conflict_negation",
         "-ctx_conflict_number",
         "-ctx_conflict_name",
@@ -93,13 +95,15 @@ CHECK_FEATURES: dict[str, tuple[str, ...]] = {
     "explains_when_needed": (
         "+explanation_markers_log",
         "+explained_share",
-        "-unexplained_sentences_log",
+        "+elaboration",
+        "-explanation_needed",
+        "-unexplained_need",
     ),
     "no_contradiction": (
+        "-restated_contra_max",
+        "-restated_contra_count",
         "-ctx_contra_max",
-        "-ctx_contra_sum",
         "-self_contra_max",
-        "-self_contra_sum",
         "-self_conflict",
         "-ctx_conflict_negation",
         "-ctx_conflict_number",
@@ -108,6 +112,7 @@ CHECK_FEATURES: dict[str, tuple[str, ...]] = {
     ),
     "accurate_and_focused": (
         "+entailed_support_mean",
+        "-unsupported_log",
         "+resp_support_mean",
         "-unsupported_share",
         "-ctx_offtopic_share",
@@ -132,6 +137,7 @@ class Evidence:
     response: str
     query: str | None
     context: tuple[str, ...]
+    written: list[str] = field(init=False)
     sentences: list[str] = field(init=False)
     statements: list[str] = field(init=False)
     aspects: list[str] = field(init=False)
@@ -145,7 +151,11 @@ class Evidence:
     agreement: dict[C.Pair, C.Probabilities] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.sentences = T.split_sentences(self.response)[:MAX_RESPONSE_SENTENCES]
+        # Sentences as written (for form: run-ons, lengths), and the units judged for meaning:
+        # the same sentences with run-ons cut at clause boundaries, so that one long sentence
+        # holding many claims is weighed claim by claim.
+        self.written = T.split_sentences(self.response)[:MAX_RESPONSE_SENTENCES]
+        self.sentences = [u for s in self.written for u in T.clauses(s)][:MAX_RESPONSE_SENTENCES]
         statements = [s for doc in self.context for s in T.split_sentences(doc)]
         self.statements = statements[:MAX_CONTEXT_STATEMENTS]
         self.aspects = _query_aspects(self.query) if self.query else []
@@ -175,7 +185,6 @@ class Evidence:
             "context": _mean_vector(statements, self.statements),
         }
 
-
     def plan_pairs(self) -> list[C.Pair]:
         """Choose the sentence pairs the agreement model should read (after `attach`)."""
         v = self.vectors
@@ -196,9 +205,22 @@ def _mean_vector(vectors: Matrix, texts: Sequence[str]) -> Matrix:
     return unit
 
 
+#: "... and can I ...": a second question joined to the first.
+_JOINED_QUESTION = re.compile(
+    r",?\s+(?:and|or)\s+(?=(?:can|could|do|does|did|is|are|was|were|will|would|should|what|how|"
+    r"when|where|why|which|who)\b)",
+    re.I,
+)
+
+
 def _query_aspects(query: str) -> list[str]:
     """The separate things a query asks: its sentences, and `and`-joined questions split apart."""
-    parts = [p for p in T.split_sentences(query) if T.content_words(p)]
+    parts = [
+        piece.strip()
+        for sentence in T.split_sentences(query)
+        for piece in _JOINED_QUESTION.split(sentence)
+        if T.content_words(piece)
+    ]
     return parts or [query]
 
 
@@ -291,8 +313,13 @@ def completeness_features(ev: Evidence) -> None:
     context_words = max(T.word_count(" ".join(ev.context)), 1)
     ctx_conflicts = A.context_conflicts(ev.statements, ev.sentences, pair, " ".join(ev.context))
     own_conflicts = A.self_conflicts(ev.sentences, self_sims)
+    closest = (
+        {ev.sentences[j]: ev.statements[int(pair[:, j].argmax())] for j in range(len(ev.sentences))}
+        if ev.statements
+        else {}
+    )
     entailed, quotes = C.features(
-        ev.statements, ev.sentences, ev.context_pairs, ev.own_pairs, ev.agreement
+        ev.statements, ev.sentences, ev.context_pairs, ev.own_pairs, ev.agreement, closest
     )
     ev.features.update(
         **entailed,
@@ -312,13 +339,19 @@ def completeness_features(ev: Evidence) -> None:
         self_conflict=A.weight(own_conflicts),
         **{f"ctx_conflict_{kind}": A.weight(ctx_conflicts, kind) for kind in A.CONFLICT_KINDS},
         **F.structure_features(
+            ev.written,
             ev.sentences,
             self_sims,
             ev.response,
             [float(x) for x in topic],
             [int(pair[:, j].argmax()) if support[j] >= ALIGNED else None for j in range(n)],
         ),
-        **F.explanation_features(ev.sentences),
+        # Only sentences on the topic can explain it: a tangent's "because" explains nothing.
+        **F.explanation_features(
+            [u for u, t in zip(ev.sentences, on_topic, strict=True) if t >= OFFTOPIC]
+            or ev.sentences,
+            ev.query,
+        ),
     )
     missing = [ev.statements[i] for i in np.argsort(coverage) if coverage[i] < COVERED]
     unsupported = [ev.sentences[j] for j in np.argsort(support) if support[j] < SUPPORTED]

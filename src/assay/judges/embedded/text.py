@@ -61,6 +61,32 @@ def split_sentences(text: str) -> list[str]:
     return pieces or [text.strip()]
 
 
+#: Sentences longer than this (in words) are cut at clause boundaries into judged units.
+LONG_SENTENCE_WORDS = 45
+MIN_CLAUSE_WORDS = 8
+_CLAUSE_BREAK = re.compile(r"(?:,|;)\s+(?=\S)|\s+(?=(?:and|but|while|whereas)\s)")
+
+
+def clauses(sentence: str) -> list[str]:
+    """A long sentence cut into clauses of at least MIN_CLAUSE_WORDS words (a short sentence
+    whole): a run-on holding many claims is judged claim by claim."""
+    if len(sentence.split()) <= LONG_SENTENCE_WORDS:
+        return [sentence]
+    pieces: list[str] = []
+    start = 0
+    for m in _CLAUSE_BREAK.finditer(sentence):
+        piece = sentence[start : m.start()].strip()
+        if len(piece.split()) >= MIN_CLAUSE_WORDS:
+            pieces.append(piece)
+            start = m.end()
+    rest = sentence[start:].strip()
+    if pieces and len(rest.split()) < MIN_CLAUSE_WORDS:
+        pieces[-1] = sentence[sentence.index(pieces[-1]) :].strip()
+    elif rest:
+        pieces.append(rest)
+    return pieces or [sentence]
+
+
 def content_words(text: str) -> set[str]:
     """Lower-cased words that carry meaning (no stopwords, no one-letter tokens)."""
     return {w for w in _WORD.findall(text.lower()) if len(w) > 2 and w not in STOPWORDS}
