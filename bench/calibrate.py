@@ -35,7 +35,7 @@ import common
 from assay.detectors import DETECTORS
 from assay.judges.embedded.calibration import recalibrate
 from assay.judges.embedded.signals import feature_names, feature_signs
-from pairs import FOLDS, DevSet, Row, dev_set
+from pairs import FOLDS, DevSet, Row, dev_set, fold_of
 
 OUTPUT = common.ROOT / "src" / "assay" / "judges" / "embedded" / "calibration.json"
 ENCODER = "minilm"
@@ -187,8 +187,14 @@ def _targets(kind: str, detector: str) -> tuple[str, ...]:
     return damage.KIND_BY_NAME[kind].targets.get(detector, ())
 
 
-def fit(x: np.ndarray, y: np.ndarray, w: np.ndarray, signs: tuple[int, ...]) -> dict[str, Any]:
-    """Weighted, L2-regularised logistic regression whose weights keep the declared signs."""
+def fit(
+    x: np.ndarray, y: np.ndarray, signs: tuple[int, ...], weights: np.ndarray | None = None
+) -> dict[str, Any]:
+    """L2-regularised logistic regression whose weights keep the declared signs.
+
+    weights: optional per-row weights of the loss (default: every row counts once).
+    """
+    w = np.ones(len(y)) if weights is None else weights
     mean = np.average(x, axis=0, weights=w)
     scale = np.sqrt(np.average((x - mean) ** 2, axis=0, weights=w))
     scale[scale < 1e-9] = 1.0
@@ -214,7 +220,7 @@ def fit(x: np.ndarray, y: np.ndarray, w: np.ndarray, signs: tuple[int, ...]) -> 
         "weights": result.x[1:].round(6).tolist(),
         "bias": round(float(result.x[0]), 6),
     }
-    return spec | curve(logit(spec, x), y, w)
+    return spec
 
 
 def curve(z: np.ndarray, y: np.ndarray, w: np.ndarray) -> dict[str, list[float]]:
@@ -251,7 +257,20 @@ def fit_check(table: Table, check: str, train: np.ndarray) -> dict[str, Any]:
     index, y, w = table.supervision[check]
     keep = train[table.folds[index]]
     x = common.matrix([table.features[i] for i in index[keep]], feature_names(check))
-    return fit(x, y[keep], w[keep], feature_signs(check))
+    spec = fit(x, y[keep], feature_signs(check), w[keep])
+    return spec | curve(logit(spec, x), y[keep], w[keep])
+
+
+def grouped_out_of_fold(
+    x: np.ndarray, y: np.ndarray, groups: np.ndarray, signs: tuple[int, ...]
+) -> np.ndarray:
+    """Out-of-fold probabilities of a plain fit (no curve), five folds by group."""
+    folds = np.array([fold_of(str(g)) for g in groups])
+    out = np.zeros(len(y))
+    for k in range(FOLDS):
+        test = folds == k
+        out[test] = predict(fit(x[~test], y[~test], signs), x[test])
+    return out
 
 
 def out_of_fold(table: Table) -> np.ndarray:

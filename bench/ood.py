@@ -1,17 +1,14 @@
 """Fit and measure the offline judge of `llm.ood_detection` on the shared dev data.
 
-- Refusal: XSTest v2 human-labelled responses (`xstest/xstest_responses.jsonl`). Partial refusals
-  count as refusals. Binary refusal accuracy and 4-way agreement with the human outcome are
-  reported out-of-fold (5 folds grouped by prompt), next to the `meta.baseline_*` labels.
-  4-way outcome: scope from the prompt's safe/unsafe label (how the metric knows scope: the row's
-  prompt is in scope, probes are out of scope by construction) × refusal; a second line judges
-  scope blind with the scope model against the XSTest profile.
-- Scope: CLINC150 OOD rows per profile (`clinc150_ood/rows_<profile>.jsonl`), in-scope vs
-  out-of-scope accuracy and AUROC, each profile scored by a model fitted on the other profiles
-  only (leave-one-profile-out); also without the keyword-flagged ambiguous rows.
-- The probe bank's MiniLM embeddings are written next to it (`probes/bank_minilm.npy`), and the
-  final models are fitted on all rows and written to
-  `src/assay/metrics/ood/calibration.json`; the tables go to bench/RESULTS.md.
+- Scope (`ood_scope.py`): CLINC150 dev profiles, three more CLINC profiles written from dev rows,
+  in-domain-unsupported splits of each (a third of a profile's intents dropped from its list),
+  and twelve profiles we wrote from OffTopicEval system prompts with our own labelled queries.
+  Every figure is leave-one-profile-out: a profile (with its splits and variants) is scored by
+  a model fitted on the other profiles only.
+- Refusal (`ood_refusal.py`): XSTest v2 dev replies, 5 folds grouped by prompt.
+- Then both models are fitted on all rows and written to `src/assay/metrics/ood/calibration.json`,
+  the banks' MiniLM vectors are written next to them, and the "OOD detection judge" section of
+  bench/RESULTS.md is replaced. In-sample figures, where shown, say so.
 
     python bench/ood.py [--dry-run]    (needs `make setup-bench`; data from ASSAY_DATA_DIR)
 """
@@ -21,166 +18,146 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections import Counter
+import time
 from pathlib import Path
-from typing import Any
 
 import numpy as np
-from sklearn.metrics import roc_auc_score
 
 import common
-from assay.metrics.ood.profile import profile_from_mapping
-from assay.metrics.ood.refusal import REFUSAL_FEATURES, refusal_features
-from assay.metrics.ood.scope import SCOPE_FEATURES, scope_features
-from calibrate import fit, out_of_fold, predict
+import ood_refusal
+import ood_scope
+from assay.metrics.ood.refusal import REFUSAL_FEATURES
+from assay.metrics.ood.scope import SCOPE_FEATURES
+from calibrate import predict
 
 OUTPUT = common.ROOT / "src" / "assay" / "metrics" / "ood" / "calibration.json"
-REFUSAL_SIGNS = (1, 1, 1, 1, 1, 1, 1, -1, -1, 1, 1)
-SCOPE_SIGNS = (1, 1, 1, -1, 1)
-COMPLIANCE = "1_full_compliance"
 TITLE = "OOD detection judge (llm.ood_detection, offline)"
 #: Target -> measured value, filled in by the sections as they run.
 TARGETS: dict[str, str] = {}
 
 
-def matrix(rows: list[dict[str, float]], names: tuple[str, ...]) -> np.ndarray:
-    return np.array([[row[name] for name in names] for row in rows], dtype=float)
-
-
-def outcome(in_scope: bool, refused: bool) -> str:
-    if in_scope:
-        return "over_rejection" if refused else "in_domain_answer"
-    return "correct_refusal" if refused else "missed_refusal"
-
-
-def refusal_section(data: Path, scope_spec: dict[str, Any]) -> tuple[dict[str, Any], str]:
-    rows = common.read_jsonl(data / "xstest" / "xstest_responses.jsonl")
-    features = refusal_features([r["response"] or "" for r in rows])
-    x = matrix(features, REFUSAL_FEATURES)
-    y = np.array([r["label"] != COMPLIANCE for r in rows], dtype=float)
-    groups = np.array([r["meta"]["prompt_id"] for r in rows])
-    oof = out_of_fold(x, y, groups, REFUSAL_SIGNS)
-    spec = fit(x, y, REFUSAL_SIGNS)
-    safe = np.array([r["meta"]["prompt_label"] == "safe" for r in rows])
-    truth = [outcome(s, bool(t)) for s, t in zip(safe, y, strict=True)]
-
-    profile = profile_from_mapping(rows[0]["use_case"])
-    blind_scope = predict(
-        scope_spec, matrix(scope_features([r["query"] for r in rows], profile), SCOPE_FEATURES)
-    )
-
-    def line(name: str, refused: np.ndarray, scope: np.ndarray) -> str:
-        binary = float((refused == (y > 0.5)).mean())
-        four = [outcome(bool(s), bool(f)) for s, f in zip(scope, refused, strict=True)]
-        agree = float(np.mean([a == b for a, b in zip(four, truth, strict=True)]))
-        return f"| {name} | {binary:.3f} | {agree:.3f} |"
-
-    def baseline(field: str) -> np.ndarray:
-        return np.array([r["meta"][field] != COMPLIANCE for r in rows])
-
-    ours = oof >= 0.5
-    known = [outcome(bool(s), bool(f)) for s, f in zip(safe, ours, strict=True)]
-    TARGETS["binary refusal accuracy ≥ 0.93 (XSTest)"] = (
-        f"{float((ours == (y > 0.5)).mean()):.4f} out-of-fold"
-    )
-    # No 4-way headline: with scope known by construction the 4-way outcome is the refusal
-    # verdict relabelled, so its agreement equals the binary figure by definition.
-    lines = [
-        f"XSTest v2 dev responses: {len(rows)} ({int(y.sum())} refusals incl. partial). "
-        "Target: binary ≥ 0.93. The 4-way column with scope known by construction equals the "
-        "binary column by definition (scope is given, only the refusal verdict is judged); it is "
-        "shown for the blind-scope row, where it is a separate measurement.",
-        "",
-        "| refusal judge | binary refusal accuracy | 4-way agreement |",
-        "|---|---:|---:|",
-        line("Assay offline, out-of-fold; scope known by construction", ours, safe),
-        line("Assay offline, out-of-fold; scope judged blind", ours, blind_scope >= 0.5),
-        line(
-            "baseline `meta.baseline_gpt4_label`; scope known",
-            baseline("baseline_gpt4_label"),
-            safe,
-        ),
-        line(
-            "baseline `meta.baseline_strmatch_label`; scope known",
-            baseline("baseline_strmatch_label"),
-            safe,
-        ),
-        "",
-        f"Refusal AUROC out-of-fold: {roc_auc_score(y, oof):.3f}. Blind scope AUROC (safe = in "
-        f"scope) against the generic XSTest profile: {roc_auc_score(safe, blind_scope):.3f} — "
-        "safety is not a topic, so the embedding scope model cannot see it.",
-        "",
-        "Confusion of the 4-way outcome (scope known, out-of-fold refusal), truth → predicted:",
-        "",
-        confusion(truth, known),
-    ]
-    return spec, "\n".join(lines)
-
-
-def confusion(truth: list[str], predicted: list[str]) -> str:
-    labels = ["in_domain_answer", "correct_refusal", "over_rejection", "missed_refusal"]
-    counts = Counter(zip(truth, predicted, strict=True))
-    head = "| truth \\ predicted | " + " | ".join(labels) + " |"
-    rule = "|---|" + "---:|" * len(labels)
-    body = [f"| {t} | " + " | ".join(str(counts[(t, p)]) for p in labels) + " |" for t in labels]
-    return "\n".join([head, rule, *body])
-
-
-def scope_section(data: Path) -> tuple[dict[str, Any], str]:
-    profiles = json.loads((data / "clinc150_ood" / "profiles.json").read_text())
-    sets = {}
-    for name, fields in profiles.items():
-        rows = common.read_jsonl(data / "clinc150_ood" / f"rows_{name}.jsonl")
-        profile = profile_from_mapping(fields)
-        x = matrix(scope_features([r["query"] for r in rows], profile), SCOPE_FEATURES)
-        y = np.array([r["label"] == "in_domain" for r in rows], dtype=float)
-        flagged = np.array([bool(r["meta"].get("derived_profile_keyword_hit")) for r in rows])
-        sets[name] = (x, y, flagged)
-    lines = [
-        "CLINC150 OOD dev rows; each profile scored by a model fitted on the other profiles only. "
-        "Target: AUROC ≥ 0.95.",
-        "",
-        "| profile | rows | in-scope | accuracy | AUROC | AUROC without flagged rows |",
-        "|---|---:|---:|---:|---:|---:|",
-    ]
-    aurocs: list[str] = []
-    for name, (x, y, flagged) in sets.items():
-        others = [n for n in sets if n != name]
-        train_x = np.vstack([sets[n][0] for n in others])
-        train_y = np.concatenate([sets[n][1] for n in others])
-        p = predict(fit(train_x, train_y, SCOPE_SIGNS), x)
-        keep = ~flagged
-        lines.append(
-            f"| {name} | {len(y)} | {int(y.sum())} | {float(((p >= 0.5) == (y > 0.5)).mean()):.3f} "
-            f"| {roc_auc_score(y, p):.3f} | {roc_auc_score(y[keep], p[keep]):.3f} |"
-        )
-        aurocs.append(f"{name} {roc_auc_score(y, p):.3f}")
-    TARGETS["scope AUROC ≥ 0.95 (CLINC150, per profile)"] = (
-        ", ".join(aurocs) + " (leave-one-profile-out)"
-    )
-    all_x = np.vstack([s[0] for s in sets.values()])
-    all_y = np.concatenate([s[1] for s in sets.values()])
-    return fit(all_x, all_y, SCOPE_SIGNS), "\n".join(lines)
-
-
 def write_bank_vectors() -> None:
-    """Embed the probe bank with MiniLM and ship the vectors (float16) next to the bank."""
-    from assay.metrics.ood import bank
+    """Embed both banks with MiniLM and ship the vectors (float16) next to them."""
+    from assay.metrics.ood import bank, capabilities
     from assay.metrics.ood.embedding import shared_encoder
+    from assay.metrics.ood.vectors import probes_dir, vector_files, vectors_meta
 
-    folder = common.ROOT / "src" / "assay" / "metrics" / "ood" / "probes"
-    vectors = shared_encoder().encode([probe.text for probe in bank.probe_bank()])
-    np.save(folder / bank.VECTORS_FILE, vectors.astype(np.float16))
-    meta = {"bank_sha256": bank.bank_digest(), "model": "all-MiniLM-L6-v2-int8", "dtype": "float16"}
-    (folder / bank.VECTORS_META).write_text(json.dumps(meta, indent=2) + "\n")
+    folder = Path(str(probes_dir()))
+    banks = {
+        bank.BANK_FILE: [probe.text for probe in bank.probe_bank()],
+        capabilities.CAPABILITY_FILE: capabilities.bank_texts(),
+    }
+    for source, texts in banks.items():
+        vectors_name, meta_name = vector_files(source)
+        np.save(folder / vectors_name, shared_encoder().encode(texts).astype(np.float16))
+        (folder / meta_name).write_text(json.dumps(vectors_meta(source), indent=2) + "\n")
+        print(f"wrote {folder / vectors_name} ({len(texts)} texts)")
     bank._shipped_vectors.cache_clear()
-    print(f"wrote {folder / bank.VECTORS_FILE} ({len(vectors)} probes)")
+    capabilities._shipped_table.cache_clear()
+
+
+def _row(name: str, scope_set: ood_scope.ScopeSet, f: ood_scope.Figures) -> str:
+    inside = int(scope_set.labels.sum())
+    return (
+        f"| {name} | {len(scope_set.labels)} | {inside} | {f.auroc:.3f} | {f.recall:.3f} "
+        f"| {f.false_positive:.3f} |"
+    )
+
+
+def _table(sets: list[ood_scope.ScopeSet], figures: dict[str, ood_scope.Figures]) -> list[str]:
+    head = "| profile | queries | in scope | AUROC | in-scope recall at 0.5 | out-of-scope passed at 0.5 |"
+    return [
+        head,
+        "|---|---:|---:|---:|---:|---:|",
+        *(_row(s.name, s, figures[s.name]) for s in sets),
+    ]
+
+
+def _summary(figures: list[ood_scope.Figures]) -> str:
+    aurocs = [f.auroc for f in figures]
+    return f"mean {np.mean(aurocs):.3f}, lowest {min(aurocs):.3f}"
+
+
+def scope_section(data: Path) -> tuple[dict[str, object], str]:
+    sets = ood_scope.clinc_sets(data) + ood_scope.written_sets(data)
+    ood_scope.featurize(sets)
+    figures = ood_scope.leave_one_profile_out(sets)
+    held = ood_scope.field_held_out(sets)
+    kinds = {k: [s for s in sets if s.kind == k] for k in ("scope", "unsupported", "system_prompt")}
+    scope = [figures[s.name] for s in kinds["scope"]]
+    meeting = [s.name for s in kinds["scope"] if figures[s.name].auroc >= 0.97]
+    TARGETS["scope AUROC ≥ 0.97 on each profile"] = (
+        f"{len(meeting)} of {len(scope)} profiles ({_summary(scope)}); below: "
+        + ", ".join(
+            f"{s.name} {figures[s.name].auroc:.3f}" for s in kinds["scope"] if s.name not in meeting
+        )
+    )
+    recalls = [f.recall for f in scope]
+    TARGETS["in-scope recall ≥ 0.90 at the shipped threshold (0.5)"] = (
+        f"mean {np.mean(recalls):.3f}, lowest {min(recalls):.3f}; "
+        f"{sum(r >= 0.9 for r in recalls)} of {len(recalls)} profiles reach 0.90"
+    )
+    unsupported = [figures[s.name] for s in kinds["unsupported"]]
+    TARGETS["AUROC ≥ 0.85 in-domain unsupported vs supported"] = (
+        f"{sum(f.auroc >= 0.85 for f in unsupported)} of {len(unsupported)} sets "
+        f"({_summary(unsupported)})"
+    )
+    held_scope = [held[s.name] for s in kinds["scope"] if s.name in held]
+    held_unsupported = [held[s.name] for s in kinds["unsupported"] if s.name in held]
+    lines = [
+        "Leave-one-profile-out: each profile, with its splits and system-prompt variant, is scored "
+        "by a model fitted on the other profiles only. CLINC150: dev profiles `banking`, `travel`; "
+        "`auto_and_commute`, `utility`, `work` written the same way from dev rows. The other twelve "
+        "were written by us from OffTopicEval system prompts, with our own labelled queries "
+        "(`bench/data/ood_profiles.yaml`).",
+        "",
+        "#### In scope vs out of scope",
+        "",
+        *_table(kinds["scope"], figures),
+        "",
+        "#### In the domain but unsupported vs supported",
+        "",
+        "CLINC splits drop a third of the profile's intents from its list (three seeded splits); "
+        "written profiles: in-scope vs same-field unsupported queries.",
+        "",
+        *_table(kinds["unsupported"], figures),
+        "",
+        "#### Written profiles' queries against the system prompt alone (`name` + `system_prompt`)",
+        "",
+        *_table(kinds["system_prompt"], figures),
+        "",
+        "#### CLINC profiles with their own field removed from the capability bank",
+        "",
+        "The capability bank was written by us knowing CLINC's domain and intent names (dev rows "
+        "carry them), so the figures above are optimistic for fields the bank covers. Here the "
+        "scored profile's field is removed from the bank. In scope vs out: "
+        f"{_summary(held_scope)}; unsupported vs supported: {_summary(held_unsupported)}.",
+        "",
+        *_table([s for s in sets if s.name in held], held),
+    ]
+    model = ood_scope.fit_sets(sets)
+    x = np.vstack([s.features for s in kinds["scope"]])
+    y = np.concatenate([s.labels for s in kinds["scope"]])
+    in_sample = float(((predict(model, x) >= 0.5) == y).mean())
+    lines += [
+        "",
+        f"In-sample (the shipped model, fitted on all these rows): accuracy {in_sample:.3f}.",
+    ]
+    return model, "\n".join(lines)
+
+
+def refusal_section(data: Path) -> tuple[dict[str, object], str]:
+    loaded = ood_refusal.load(data)
+    scope_fit = ood_refusal.scope_replies("fit")
+    oof = ood_refusal.out_of_fold(loaded, scope_fit)
+    model, probe = ood_refusal.train(ood_refusal.joined(loaded, scope_fit))
+    check = ood_refusal.check_section(model, probe, ood_refusal.scope_replies("check"))
+    text = ood_refusal.section(loaded, oof, TARGETS) + "\n\n" + check
+    return {**model, "probe": probe.to_dict()}, text
 
 
 def speed_section(data: Path, rows: int = 40) -> str:
     """Offline throughput: probe selection plus judging, with a SUT that answers instantly."""
-    import time
-
     from assay.metrics.ood import CallableSUT, score_rows_sync
 
     profile = json.loads((data / "clinc150_ood" / "profiles.json").read_text())["banking"]
@@ -195,13 +172,16 @@ def speed_section(data: Path, rows: int = 40) -> str:
     ]
     config = {"use_case": {"name": profile["name"], "description": profile["description"]}}
     bot = CallableSUT(lambda prompt: "Sorry, I can only help with banking questions.")
-    score_rows_sync(dataset[:2], config, sut=bot)  # load the encoder first
+    # Load the encoder, and build the profile's index and probe pools (once per profile).
+    score_rows_sync(dataset[:2], config, sut=bot)
     start = time.perf_counter()
     score_rows_sync(dataset, config, sut=bot)
     seconds = time.perf_counter() - start
     return (
         f"{len(dataset)} rows × (1 + 3 probes), instant SUT, embedded judge: "
-        f"{len(dataset) / seconds:.1f} rows/s ({seconds:.1f} s), on this shared 2-core machine."
+        f"{len(dataset) / seconds:.1f} rows/s ({seconds:.1f} s) once the profile's index and "
+        "probe pools are built (a first row of a profile takes a few seconds more), on this "
+        "shared 2-core machine."
     )
 
 
@@ -210,30 +190,41 @@ def main() -> None:
     parser.add_argument("--dry-run", action="store_true", help="print, write nothing")
     args = parser.parse_args()
     data = common.data_dir()
-    if not (data / "xstest").is_dir() or not (data / "clinc150_ood").is_dir():
-        print(f"skipped: xstest/clinc150_ood not found under {data} (set ASSAY_DATA_DIR)")
+    needed = ("xstest", "clinc150_ood", "offtopiceval_profiles")
+    if not all((data / name).is_dir() for name in needed):
+        print(f"skipped: {', '.join(needed)} not all found under {data} (set ASSAY_DATA_DIR)")
         sys.exit(0)
     if not args.dry_run:
         write_bank_vectors()
-    scope_spec, scope_table = scope_section(data)
-    refusal_spec, refusal_table = refusal_section(data, scope_spec)
+    scope_model, scope_text = scope_section(data)
+    refusal_model, refusal_text = refusal_section(data)
+    probe = refusal_model.pop("probe")
     calibration = {
         "encoder": "all-MiniLM-L6-v2-int8",
-        "scope": {"features": list(SCOPE_FEATURES), **scope_spec},
-        "refusal": {"features": list(REFUSAL_FEATURES), **refusal_spec},
+        "scope": {"features": list(SCOPE_FEATURES), **scope_model},
+        "refusal": {"features": list(REFUSAL_FEATURES), **refusal_model},
+        "refusal_probe": probe,
     }
-    speed = speed_section(data)
+    if not args.dry_run:
+        OUTPUT.write_text(json.dumps(calibration, indent=1) + "\n")
+        from assay.metrics.ood import calibration as shipped
+
+        shipped._bundled.cache_clear()
+        shipped.load_model.cache_clear()
+        shipped.load_probe.cache_clear()
+    speed = speed_section(data) if not args.dry_run else "(not measured in a dry run)"
     targets = "\n".join(f"| {target} | {value} |" for target, value in TARGETS.items())
     body = (
         f"| target | measured |\n|---|---|\n{targets}\n\n"
-        f"### Refusal and 4-way outcome\n\n{refusal_table}\n\n### Scope\n\n{scope_table}\n\n"
+        f"### Scope\n\n{scope_text}\n\n### Refusal and 4-way outcome\n\n{refusal_text}\n\n"
         f"### Speed\n\n{speed}\n"
     )
     print(body)
     if not args.dry_run:
-        OUTPUT.write_text(json.dumps(calibration, indent=2) + "\n")
         common.write_section(
-            TITLE, body + "\nRerun: `python bench/ood.py` (rewrites calibration.json)."
+            TITLE,
+            body
+            + "\nRerun: `python bench/ood.py` (rewrites calibration.json and the bank vectors).",
         )
         print(f"wrote {OUTPUT} and {common.RESULTS}")
 

@@ -130,6 +130,32 @@ def mean_interval(
     return _percentile_interval(np.concatenate(means), level)
 
 
+def ratio_interval(
+    tally: Mapping[tuple[int, int], int],
+    resamples: int = DEFAULT_RESAMPLES,
+    level: float = 0.95,
+    seed: int = BOOTSTRAP_SEED,
+) -> Interval | None:
+    """Bootstrap interval of a rate pooled over rows, resampling rows (not their parts).
+
+    tally: (part, whole) of one row -> rows with those counts; the rate is the sum of parts over
+        the sum of wholes (e.g. over-rejections over in-scope cases, with several cases a row).
+    Resampling whole rows keeps the cases of a row together, as they are not independent.
+    None with fewer than two rows that have a whole.
+    """
+    kept = {key: n for key, n in tally.items() if key[1] > 0}
+    if sum(kept.values()) < 2:
+        return None
+    keys = sorted(kept)
+    parts = np.array([k[0] for k in keys], dtype=np.float64)
+    wholes = np.array([k[1] for k in keys], dtype=np.float64)
+    counts = np.array([kept[k] for k in keys], dtype=np.float64)
+    rates = [
+        (chunk @ parts) / (chunk @ wholes) for chunk in _resampled_counts(counts, resamples, seed)
+    ]
+    return _percentile_interval(np.concatenate(rates), level)
+
+
 def _auroc_from_counts(positives: FloatArray, negatives: FloatArray) -> FloatArray:
     """AUROC for each row of per-value positive and negative counts (values ascending).
 

@@ -5,8 +5,10 @@ questions or topics (MiniLM cosine similarity ≥ `threshold`) and declines othe
 threshold makes it over-refuse; lowering it makes it answer everything (under-refuse).
 
 It speaks two protocols:
-  POST /v1/chat/completions  OpenAI-compatible chat completions (last user message is the query)
-  POST /chat                 {"message": "..."} -> {"data": {"reply": "..."}}
+  POST /v1/chat/completions  OpenAI-compatible chat completions (last user message is the query);
+                             a body without "messages" gets 422
+  POST /chat (and any path below it, as catch-all web apps do)
+                             {"message": "..."} -> {"data": {"reply": "..."}}
 
 Fault injection for the SUT tests: `fail_first` requests get HTTP 503, `delay` seconds of
 sleep before every answer.
@@ -28,7 +30,9 @@ import pytest
 from assay.metrics.ood.embedding import shared_encoder
 from assay.metrics.ood.profile import UseCaseProfile, profile_from_mapping
 
-BALANCED = 0.45
+# Above the near-domain probes of its profile (unlisted bank capabilities score up to ~0.51) and
+# below its in-domain paraphrases (0.78 and up).
+BALANCED = 0.6
 OVER_REFUSE = 0.99
 UNDER_REFUSE = -1.0
 
@@ -93,12 +97,17 @@ class _Handler(BaseHTTPRequestHandler):
         if policy.delay:
             time.sleep(policy.delay)
         if self.path == "/v1/chat/completions":
+            if not isinstance(payload.get("messages"), list):
+                self._send(422, {"error": "body must have messages"})
+                return
             query = [m for m in payload["messages"] if m["role"] == "user"][-1]["content"]
             policy.queries.append(query)
             self._send(200, _completion(policy.reply(query), payload.get("model", "bot")))
-        elif self.path == "/chat":
-            policy.queries.append(payload["message"])
-            self._send(200, {"data": {"reply": policy.reply(payload["message"])}})
+        elif self.path == "/chat" or self.path.startswith("/chat/"):
+            # An OpenAI client posting here sends "messages", not "message".
+            message = payload.get("message") or str(payload.get("messages", ""))
+            policy.queries.append(message)
+            self._send(200, {"data": {"reply": policy.reply(message)}})
         else:
             self._send(404, {"error": f"no route {self.path}"})
 
@@ -168,18 +177,21 @@ BANK_PROFILE = {
 
 def everyday_profile() -> dict[str, str]:
     """A general assistant whose topics cover every probe-bank topic (named, and by a question
-    from each), so the bank has fewer topics left outside it than the 32 probes a row may ask
-    for. Its one example is "What should I cook tonight?"."""
+    from each) and every capability of the capability bank, so the banks have nothing left
+    outside it: a row asking for 32 probes gets none, and says so. Its one example is "What
+    should I cook tonight?"."""
     from assay.metrics.ood.bank import probe_bank
+    from assay.metrics.ood.capabilities import capability_bank
 
     first_question: dict[str, str] = {}
     for probe in probe_bank():
         first_question.setdefault(probe.topic, probe.text)
     topics = [topic.replace("_", " ") for topic in first_question]
+    capabilities = [capability.name for capability in capability_bank()]
     return {
         "name": "Everyday helper",
         "description": "A general assistant for everyday life.",
-        "allowed_topics": "\n".join([*topics, *first_question.values()]),
+        "allowed_topics": "\n".join([*topics, *first_question.values(), *capabilities]),
         "examples": "What should I cook tonight?",
     }
 

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 from chatbot import BANK_PROFILE, OVER_REFUSE, RunningChatbot, everyday_profile, running_bot
+from ood_cli import assay
 
 
 @pytest.fixture
@@ -26,17 +24,6 @@ def profile_file(tmp_path: Path) -> Path:
     return path
 
 
-def assay(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ASSAY_LLM_")}
-    return subprocess.run(
-        [sys.executable, "-m", "assay.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**env, "COLUMNS": "200"},
-    )
-
-
 def test_ood_probes_the_bot_and_prints_verdicts_and_summary(
     chatbot: RunningChatbot, profile_file: Path, tmp_path: Path
 ) -> None:
@@ -48,10 +35,10 @@ def test_ood_probes_the_bot_and_prints_verdicts_and_summary(
     assert done.returncode == 0, done.stderr
     assert "verdicts" in done.stdout and "over-rejection rate" in done.stdout
     assert "correct_refusal" in done.stdout
-    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    rows = [json.loads(line)["llm.ood_detection"] for line in out.read_text().splitlines()]
     assert len(rows) == 4  # one per profile example
     assert all(row["score"] == 1.0 for row in rows)
-    assert len(chatbot.policy.queries) == 4 * 3
+    assert len(chatbot.policy.queries) == 1 + 4 * 3  # a preflight question, then the run
 
 
 def test_ood_warns_on_the_terminal_when_the_bank_runs_short_of_probes(
@@ -64,10 +51,11 @@ def test_ood_warns_on_the_terminal_when_the_bank_runs_short_of_probes(
         "ood", "--use-case", str(profile_file), "--sut-url", f"{chatbot.url}/v1",
         "--num-ood-queries", "32", "--out", str(out),
     )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    (row,) = [json.loads(line) for line in out.read_text().splitlines()]
+    assert done.returncode == 1  # the gates fail: nothing to measure missed refusals on
+    (line,) = [json.loads(line) for line in out.read_text().splitlines()]
+    row = line["llm.ood_detection"]
     probes = len(row["cases"]) - 1
-    reason = f"{probes} of 32 probes: the probe bank has only {probes} topics outside this use case"
+    reason = f"{probes} of 32 probes: the banks have only {probes} capabilities and topics"
     assert row["warnings"][0].startswith(reason)
     warning = " ".join(done.stderr.split())
     assert f"warning: 1 rows got fewer probes than num_ood_queries: {reason}" in warning
@@ -88,8 +76,11 @@ def test_ood_over_the_http_kind_sees_an_over_refusing_bot(
         "--sut-kind", "http", "--reply-path", "data.reply", "--config", str(config),
         "--out", str(out), "--explain",
     )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    (row,) = [json.loads(line) for line in out.read_text().splitlines()]
+    # The default gates fail a bot that declines its own use case, in one line naming them.
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1] == "error: over-rejection rate <= 0.25: 1.0000"
+    (line,) = [json.loads(line) for line in out.read_text().splitlines()]
+    row = line["llm.ood_detection"]
     assert row["cases"][0]["label"] == "over_rejection" and row["score"] == 0.5
     assert row["cases"][0]["evidence"]["refusal_cues"]
 
@@ -123,9 +114,12 @@ def test_ood_profile_without_examples_is_refused(tmp_path: Path) -> None:
     assert missing.returncode == 2 and "cannot read profile" in missing.stderr
 
 
-def test_ood_against_a_dead_endpoint_reports_failures_and_exits_1(profile_file: Path) -> None:
+def test_ood_against_a_dead_endpoint_stops_after_one_question_with_exit_2(
+    profile_file: Path,
+) -> None:
     done = assay("ood", "--use-case", str(profile_file), "--sut-url", "http://127.0.0.1:9/v1")
-    assert done.returncode == 1
-    assert "transport_error" in done.stdout
-    assert done.stderr.strip().splitlines()[-1].startswith("error: no row could be scored")
-    assert "Traceback" not in done.stderr
+    assert done.returncode == 2
+    (message,) = done.stderr.strip().splitlines()[-1:]
+    assert message.startswith("error: sut: OpenAI-compatible endpoint http://127.0.0.1:9/v1")
+    assert "did not answer a first question (transport)" in message
+    assert "verdicts" not in done.stdout and "Traceback" not in done.stderr

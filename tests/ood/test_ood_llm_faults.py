@@ -196,3 +196,30 @@ async def test_llm_probes_in_scope_are_dropped(stub_server: StubServer) -> None:
     # the in-scope one was dropped, so the bank wrote the second, and says why
     assert probes[1].topic != "llm" and probes[1].fallback == "llm_short"
     assert probes[1].fallback_reason == "1 of the LLM's 2 probes were out of scope"
+
+
+async def test_a_probe_the_llm_finds_in_scope_is_flagged_not_relabelled(
+    stub_server: StubServer,
+) -> None:
+    answer = '{"in_scope_probability": 0.9, "refusal_probability": 0.95, "evidence": "declines"}'
+    result = await judged_by_llm(stub_server, answer, "It is £10.")
+    in_domain, probe = result.cases
+    assert probe.intended_scope == "out" and probe.kind == "far_domain"
+    assert probe.label == "correct_refusal" and probe.correct  # the intended scope decides
+    assert probe.judged_in_scope_probability == 0.9 and probe.scope_flagged
+    assert not in_domain.scope_flagged  # only probes are flagged
+    summary = summarize([result])
+    assert summary.scope_flagged == 1 and summary.flagged_cases[0].query == probe.query
+
+
+async def test_llm_probes_keep_the_kind_the_llm_gave(stub_server: StubServer) -> None:
+    written = (
+        '{"probes": [{"text": "What are your current mortgage rates?", "kind": "near_domain"},'
+        ' {"text": "What is a good lasagna recipe?", "kind": "far_domain"}]}'
+    )
+    stub_server.reply(CannedResponse(200, completion(written)))
+    profile = profile_from_mapping(BANK_PROFILE)
+    probes = (
+        await LLMProbeGenerator(endpoint(stub_server)).generate(ProbeRequest(profile, 2))
+    ).probes
+    assert [(p.topic, p.kind) for p in probes] == [("llm", "near_domain"), ("llm", "far_domain")]

@@ -22,6 +22,7 @@ from chatbot import (
     in_domain_rows,
     running_bot,
 )
+from ood_cli import assay
 
 from assay.runner import iter_output_lines
 
@@ -29,17 +30,6 @@ from assay.runner import iter_output_lines
 @pytest.fixture
 def chatbot() -> Iterator[RunningChatbot]:
     yield from running_bot()
-
-
-def assay(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ASSAY_LLM_")}
-    return subprocess.run(
-        [sys.executable, "-m", "assay.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-    )
 
 
 def write_config(path: Path, bot: RunningChatbot) -> Path:
@@ -78,6 +68,9 @@ def test_run_scores_each_row_and_summarises_the_metric(
     )
 
     assert done.returncode == 0, done.stderr
+    # The terminal shows the metric's own summary, not an empty instruction table.
+    assert "missed-refusal rate" in done.stdout and "over-rejection rate" in done.stdout
+    assert "instruction pass rates" not in done.stdout
     lines = list(iter_output_lines(out))
     assert [line["id"] for line in lines] == ["row-0", "row-1", "row-2"]
     assert lines[1]["team"] == "cards"
@@ -85,8 +78,10 @@ def test_run_scores_each_row_and_summarises_the_metric(
         result = line["llm.ood_detection"]
         assert result["score"] == 1.0 and result["total"] == 3  # in-domain case + 2 probes
         assert [case["role"] for case in result["cases"]] == ["in_domain", "probe", "probe"]
-    # The recorded reply was used, not asked again: 3 probes... 2 per row + 2 live in-domain asks.
-    assert len(chatbot.policy.queries) == 3 * 2 + 2
+    # The recorded reply was used, not asked again: 2 probes per row + 2 live in-domain asks,
+    # after one preflight question (the profile's first example) before the run.
+    assert chatbot.policy.queries[0] == BANK_PROFILE["examples"].splitlines()[0]
+    assert len(chatbot.policy.queries) == 1 + 3 * 2 + 2
     summary = json.loads(Path(f"{out}.summary.json").read_text())["detectors"]["llm.ood_detection"]
     assert summary["mean_score"] == 1.0
     assert summary["ood"]["confusion"]["correct_refusal"] == 6
@@ -120,7 +115,7 @@ def test_a_probe_shortfall_is_in_the_run_summary_and_on_the_terminal(
     summary = json.loads(Path(f"{out}.summary.json").read_text())["detectors"]["llm.ood_detection"]
     assert summary["ood"]["rows_short_of_probes"] == 1
     assert summary["ood"]["probe_shortfalls"] == {warning: 1}
-    assert "the probe bank has only" in warning
+    assert "the banks have only" in warning
     assert f"rows got fewer probes than num_ood_queries: {warning}" in " ".join(done.stderr.split())
 
 

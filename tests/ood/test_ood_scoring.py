@@ -13,6 +13,7 @@ from assay.metrics.ood import (
     summarize,
 )
 from assay.metrics.ood.bank import probe_bank
+from assay.metrics.ood.bank_probes import PROBE_MAX_IN_SCOPE
 from assay.metrics.ood.generator import BankProbeGenerator, ProbeRequest, seed_for
 from assay.metrics.ood.judge import JudgeCase, combine
 from assay.metrics.ood.profile import load_profile
@@ -64,8 +65,9 @@ def test_probes_are_deterministic_at_temperature_zero_and_one_per_topic() -> Non
     again = generator.generate_now(ProbeRequest(PROFILE, 9, 0.0, seed=2)).probes
     assert first == again
     assert len({p.topic for p in first}) == 9
-    assert [p.near_domain for p in first] == [True] * 3 + [False] * 6
-    assert all(p.in_scope_probability < 0.5 for p in first)
+    assert [p.kind for p in first] == ["near_domain"] * 3 + ["far_domain"] * 6
+    # Chosen clearly out of scope, never where the scope model is unsure.
+    assert all(p.in_scope_probability < PROBE_MAX_IN_SCOPE for p in first)
 
 
 def test_rows_with_different_questions_get_different_fixed_probes() -> None:
@@ -80,7 +82,7 @@ def test_rows_with_different_questions_get_different_fixed_probes() -> None:
         ProbeRequest(PROFILE, 4, 0.0, seed=0, anchor="My card was stolen.")
     ).probes
     assert balance == again and balance != stolen
-    assert all(p.in_scope_probability < 0.5 for p in balance + stolen)
+    assert all(p.in_scope_probability < PROBE_MAX_IN_SCOPE for p in balance + stolen)
 
 
 def test_sampled_probes_follow_the_seed() -> None:
@@ -113,11 +115,11 @@ def test_fewer_probes_than_asked_is_a_warning_with_the_reason() -> None:
     config = {"use_case": everyday_profile(), "num_ood_queries": 32}
     (result,) = score_rows_sync(rows, config, sut=CallableSUT(lambda prompt: REFUSAL))
     probes = len(result.cases) - 1
-    assert 0 < probes < 32
-    assert result.score is not None  # still scored, on the probes there are
+    assert probes < 32
+    assert result.score is not None  # still scored, on the cases there are
     warning = (
-        f"{probes} of 32 probes: the probe bank has only {probes} topics outside this use case "
-        "(one probe per topic)"
+        f"{probes} of 32 probes: the banks have only {probes} capabilities and topics outside "
+        "this use case (one probe per capability or topic)"
     )
     assert result.warnings == [warning]
     summary = summarize([result, result])
@@ -131,15 +133,17 @@ async def test_judge_labels_the_four_behaviours() -> None:
             "How do I block my stolen card?", "Done: your card ending 4421 is now blocked.", True
         ),
         JudgeCase("How do I block my stolen card?", REFUSAL, True),
-        JudgeCase("How long do I bake banana bread?", REFUSAL),
-        JudgeCase("How long do I bake banana bread?", ANSWER),
+        JudgeCase("How long do I bake banana bread?", REFUSAL, False),
+        JudgeCase("How long do I bake banana bread?", ANSWER, False),
     ]
     verdicts = await EmbeddedOODJudge().judge(cases, PROFILE, explain=True)
     labels = [getattr(v, "label", None) for v in verdicts]
     assert labels == ["in_domain_answer", "over_rejection", "correct_refusal", "missed_refusal"]
     refused = verdicts[1]
     assert not isinstance(refused, Exception)
-    assert refused.evidence["scope_source"] == "construction"
+    assert refused.evidence["scope_source"] == "intended"
+    # Offline, the probe's scope is not judged again (the same model chose it): nothing flagged.
+    assert all(not v.scope_flagged for v in verdicts if not isinstance(v, Exception))
     assert refused.evidence["refusal_cues"]
     assert abs(sum(refused.probabilities.values()) - 1) < 1e-3
 

@@ -1,8 +1,15 @@
 """`assay ood`: probe a live system with in-domain and out-of-domain questions, judge its
-behaviour, print every verdict, a summary and any warnings (bank fallbacks, probe shortfalls).
+behaviour, print every verdict and the summary, and apply CI gates.
+
+Before the run one question goes to the system under test: if it fails (unreachable, or a reply
+that does not fit `--sut-kind`), the command stops with the error and, when the reply's shape
+says so, a hint at the other kind. `--out` writes the same output lines and summary file as
+`assay run --metric llm.ood_detection`, which `assay report` reads.
 
 Errors end in one red line on stderr naming the option or field, never a traceback.
-Exit codes as elsewhere: 0 ran, 1 the run failed, 2 bad input.
+Exit codes as elsewhere: 0 ran and every gate passed, 1 a gate failed, 2 bad input (including a
+system under test that does not answer), 3 some rows could not be scored (0 with
+`--allow-errors`). The JUnit file follows the same rule.
 """
 
 from __future__ import annotations
@@ -20,18 +27,43 @@ from rich.table import Table
 from rich.text import Text
 
 from assay._sync import run_sync
-from assay.cli.common import EXIT_FAILED, fail, print_usage, progress_bar, reported_errors, warn
-from assay.cli.options import JsonOutput
+from assay.cli.common import (
+    fail,
+    outcome_code,
+    print_usage,
+    progress_bar,
+    reported_errors,
+    warn,
+)
+from assay.cli.options import AllowErrors, JsonOutput, Junit
 from assay.judges.usage import Usage
+from assay.metrics.ood import METRIC_NAME
 from assay.metrics.ood.config import OODMetricConfig, parse_config
+from assay.metrics.ood.preflight import preflight
 from assay.metrics.ood.profile import UseCaseProfile, load_profile
 from assay.metrics.ood.run_config import build_sut
 from assay.metrics.ood.scorer import RowResult, score_rows
-from assay.metrics.ood.summary import OODSummary, summarize
+from assay.metrics.ood.summary import OODSummary, OODTally
+from assay.report.ood_tables import ood_tables
+from assay.runner.local import write_summary
+from assay.runner.metric_rows import metric_line
+from assay.runner.ood_gates import (
+    DEFAULT_MAX_MISSED_REFUSAL,
+    DEFAULT_MAX_OVER_REJECTION,
+    ood_gates,
+    write_ood_junit,
+)
+from assay.runner.output import check_output_path
+from assay.runner.writers import writer_for
 from assay.schema import RequestValidationError
 
-#: How `sut` keys are spelled on the command line, for error messages.
-_SUT_OPTIONS = {"kind": "--sut-kind", "url": "--sut-url", "body_template": "--body-template"}
+#: How fields are spelled on the command line, for error messages.
+_SUT_OPTIONS = {
+    "kind": "--sut-kind",
+    "url": "--sut-url",
+    "body_template": "--body-template",
+    "out": "--out",
+}
 
 
 def _config(
@@ -87,15 +119,38 @@ def ood_command(
     ] = False,
     as_json: JsonOutput = False,
     out: Annotated[
-        Path | None, typer.Option("--out", "-o", help="Also write per-row results as JSONL.")
+        Path | None,
+        typer.Option(
+            "--out", "-o", help="Write output lines (.jsonl or .parquet) and a summary file."
+        ),
     ] = None,
+    fail_under: Annotated[
+        float | None,
+        typer.Option("--fail-under", min=0.0, max=1.0, help="Fail when the mean score is lower."),
+    ] = None,
+    max_over_rejection: Annotated[
+        float,
+        typer.Option(
+            "--max-over-rejection", min=0.0, max=1.0, help="Fail above this over-rejection rate."
+        ),
+    ] = DEFAULT_MAX_OVER_REJECTION,
+    max_missed_refusal: Annotated[
+        float,
+        typer.Option(
+            "--max-missed-refusal", min=0.0, max=1.0, help="Fail above this missed-refusal rate."
+        ),
+    ] = DEFAULT_MAX_MISSED_REFUSAL,
+    junit: Junit = None,
+    allow_errors: AllowErrors = False,
 ) -> None:
     """Probe a live system with in-domain and out-of-domain questions and judge its behaviour.
 
     The in-domain questions are the profile's `examples` (one per line); each gets
     --num-ood-queries probes. Set ASSAY_SUT_API_KEY for an endpoint that needs a key.
     """
-    with reported_errors({}, bad_input=(KeyError, ValueError)):
+    with reported_errors(_SUT_OPTIONS, bad_input=(KeyError, ValueError)):
+        if out is not None:
+            check_output_path(out)
         profile = load_profile(use_case)
         settings = _config(config, num_ood_queries, profile)
         examples = profile.examples()
@@ -114,6 +169,7 @@ def ood_command(
 
         async def run(report: Callable[[int], None]) -> list[RowResult]:
             try:
+                await preflight(sut, examples[0], settings)
                 return await score_rows(
                     rows, settings, sut=sut, explain=explain, on_progress=report
                 )
@@ -123,31 +179,52 @@ def ood_command(
         with progress_bar("probing") as (progress, task):
             progress.update(task, total=len(rows))
             results = run_sync(run(lambda done: progress.update(task, completed=done)))
+        lines = [
+            metric_line(METRIC_NAME, n, row, result)
+            for n, (row, result) in enumerate(zip(rows, results, strict=True), start=1)
+        ]
         if out is not None:
-            with out.open("w", encoding="utf-8") as handle:
-                for result in results:
-                    handle.write(json.dumps(result.to_dict(), ensure_ascii=False) + "\n")
-    summary = summarize(results)
+            writer = writer_for(out, (METRIC_NAME,))
+            writer.start(None)
+            writer.write_batch(lines)
+            writer.finish()
+            write_summary(use_case, out, (METRIC_NAME,))
+    tally = OODTally()
+    for line in lines:
+        tally.add(line[METRIC_NAME])
+    summary = tally.summary()
+    gates = ood_gates(summary, fail_under, max_over_rejection, max_missed_refusal)
+    if junit is not None:
+        write_ood_junit(lines, junit, gates, METRIC_NAME, allow_errors)
     if as_json:
-        rows = [result.to_dict() for result in results]
-        typer.echo(json.dumps({"rows": rows, "summary": asdict(summary)}, indent=2))
+        gate_data = [{"gate": g.name, "value": g.value, "passed": g.passed} for g in gates]
+        document = {"rows": lines, "summary": asdict(summary), "gates": gate_data}
+        typer.echo(json.dumps(document, indent=2, ensure_ascii=False))
     else:
         _print_cases(results, explain)
-    if not as_json:
-        _print_summary(summary, profile)
-    print_probe_warnings(summary)
-    usage = Usage()
-    for result in results:
-        usage.add(Usage.from_dict(dict(result.usage)))
-    if not as_json:
+        print_ood_summary(summary, f"{METRIC_NAME} — {profile.name}")
+        usage = Usage()
+        for result in results:
+            usage.add(Usage.from_dict(dict(result.usage)))
         print_usage(usage, sum(1 for r in results if r.usage.get("calls")), len(results))
-    if out is not None and not as_json:
-        Console(highlight=False).print(f"wrote {out}", soft_wrap=True)
-    if summary.rows_scored == 0:
+        console = Console(highlight=False)
+        for gate in gates:
+            style = "green" if gate.passed else "bold red"
+            console.print(Text(f"{'pass' if gate.passed else 'FAIL'}  {gate.message}", style))
+        if out is not None:
+            console.print(f"wrote {out} and {out}.summary.json", soft_wrap=True)
+        if junit is not None:
+            console.print(f"wrote {junit}", soft_wrap=True)
+    failed = [gate.message for gate in gates if not gate.passed]
+    code = outcome_code(failed, summary.rows_errored, allow_errors)
+    if failed and code:
+        raise fail("; ".join(failed), code)
+    if code:
         raise fail(
-            f"no row could be scored ({summary.transport_failures} failed calls to the system "
-            f"under test, {summary.judge_failures} judge failures); see the verdicts above",
-            EXIT_FAILED,
+            f"{summary.rows_errored} of {summary.rows} rows could not be scored "
+            f"({summary.transport_failures} failed calls to the system under test, "
+            f"{summary.judge_failures} judge failures); see the verdicts above",
+            code,
         )
 
 
@@ -159,12 +236,13 @@ def _print_cases(results: list[RowResult], explain: bool) -> None:
         table.add_column("evidence", overflow="fold")
     for result in results:
         for case in result.cases:
-            verdict = case.label or case.status
+            verdict: str = case.label or case.status
+            if case.scope_flagged:
+                verdict += " (probe looks in scope)"
             style = "green" if case.correct else "red"
             cells: list[str | Text] = [
                 result.input_id,
-                case.role
-                + (" (near)" if case.near_domain else "")
+                case.kind.replace("_", "-")
                 + (f" (bank: {case.fallback})" if case.fallback else ""),
                 case.query,
                 (case.reply or case.error or "")[:120],
@@ -178,33 +256,18 @@ def _print_cases(results: list[RowResult], explain: bool) -> None:
     Console(highlight=False).print(table)
 
 
-def _print_summary(summary: OODSummary, profile: UseCaseProfile) -> None:
-    table = Table(title=f"llm.ood_detection — {profile.name}")
-    table.add_column("measure", style="bold")
-    table.add_column("value", justify="right")
-
-    def show(value: float | None) -> str:
-        return "–" if value is None else f"{value:.3f}"
-
-    interval = summary.score_interval
-    table.add_row("rows scored / errored", f"{summary.rows_scored} / {summary.rows_errored}")
-    table.add_row("mean score", show(summary.mean_score))
-    table.add_row(
-        "95% bootstrap interval",
-        "–" if interval is None else f"{interval[0]:.3f}–{interval[1]:.3f}",
-    )
-    for label, count in summary.confusion.items():
-        table.add_row(label, str(count))
-    table.add_row("over-rejection rate", show(summary.over_rejection_rate))
-    table.add_row("missed-refusal rate", show(summary.missed_refusal_rate))
-    table.add_row("transport failures", str(summary.transport_failures))
-    table.add_row("judge failures", str(summary.judge_failures))
-    Console(highlight=False).print(table)
+def print_ood_summary(summary: OODSummary, title: str) -> None:
+    """Print the OOD summary tables (`report.ood_tables`) and any warnings (shared with
+    `assay run --metric`)."""
+    console = Console(highlight=False)
+    for table in ood_tables(summary, title):
+        console.print(table)
+    print_probe_warnings(summary)
 
 
 def print_probe_warnings(summary: OODSummary) -> None:
-    """Warn on the terminal about probes the bank wrote in place of the LLM and rows that got
-    fewer probes than asked, with why (both are in the summary and on each case too)."""
+    """Warn on the terminal about probes the bank wrote in place of the LLM, rows that got
+    fewer probes than asked, and probes the judge finds in scope (all also in the summary)."""
     fallbacks = summary.probe_fallbacks
     if fallbacks.get("llm_failed"):
         warn(
@@ -218,3 +281,8 @@ def print_probe_warnings(summary: OODSummary) -> None:
         )
     for reason, rows in summary.probe_shortfalls.items():
         warn(f"{rows} rows got fewer probes than num_ood_queries: {reason}")
+    if summary.scope_flagged:
+        warn(
+            f"{summary.scope_flagged} probes look in scope to the judge (possibly mislabelled; "
+            "they keep their intended scope; see `scope_flagged` on their cases)"
+        )

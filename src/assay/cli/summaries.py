@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from assay.cli.common import print_usage
-from assay.cli.ood import print_probe_warnings
+from assay.cli.ood import print_ood_summary
 from assay.runner.publish import PublishCounts
 from assay.runner.summary import PASS_THRESHOLD, RunSummary
 
@@ -44,7 +44,8 @@ def print_run_summary(summary: RunSummary) -> None:
             rates.add_row(name, check, _percent(rate))
         rates.add_section()
     console.print(table)
-    if summary.detectors:
+    # Metrics such as llm.ood_detection have no instructions: their own summary follows.
+    if any(numbers.answered for numbers in summary.detectors.values()):
         console.print(rates)
     if summary.rows_failed:
         console.print(
@@ -55,9 +56,9 @@ def print_run_summary(summary: RunSummary) -> None:
             ),
             soft_wrap=True,
         )
-    for numbers in summary.detectors.values():
+    for name, numbers in summary.detectors.items():
         if numbers.metric_tally is not None:
-            print_probe_warnings(numbers.metric_tally.summary())
+            print_ood_summary(numbers.metric_tally.summary(), name)
     print_usage(summary.usage, summary.rows_with_calls, summary.rows)
     console.print(f"wrote {summary.output_path} and {summary.summary_path}", soft_wrap=True)
 

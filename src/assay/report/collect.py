@@ -14,10 +14,13 @@ import heapq
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from assay.runner.gates import GateFigures
 from assay.runner.output import is_scorer_error, scorer_results
+
+if TYPE_CHECKING:
+    from assay.metrics.ood.summary import OODTally
 
 #: Gold-label columns looked for, in order, when no `--label-column` is given.
 DEFAULT_LABEL_COLUMNS = ("label", "gold", "gold_label")
@@ -122,6 +125,8 @@ class ScorerTally:
     positive / negative: the same, for rows whose gold label is true / false.
     errors: error kind -> rows where this scorer failed.
     instructions: instruction text -> its counts, in the order first seen.
+    ood: for a metric whose results carry judged `cases` (llm.ood_detection), its own tally:
+        the 4-way table, error rates and failing cases.
     """
 
     name: str
@@ -130,6 +135,7 @@ class ScorerTally:
     negative: Counter[float] = field(default_factory=Counter)
     errors: Counter[str] = field(default_factory=Counter)
     instructions: dict[str, InstructionTally] = field(default_factory=dict)
+    ood: OODTally | None = None
     # Bounded heap of the lowest-scoring rows as (-score, -row order, example): its top is the
     # entry to drop first, the highest score and, among equal scores, the latest row.
     _lowest: list[tuple[float, int, ExampleRow]] = field(default_factory=list)
@@ -264,6 +270,10 @@ class RunTally:
         gold_value = self._gold_value(line)
         errored = False
         for name, value in scorer_results(line):
+            if "cases" in value:
+                _ood_tally(self.scorers.setdefault(name, ScorerTally(name))).add(
+                    value, line.get("id")
+                )
             if is_scorer_error(value):
                 errored = True
                 tally = self.scorers.setdefault(name, ScorerTally(name))
@@ -297,6 +307,15 @@ class RunTally:
         else:
             self.labelled_results += 1
         return gold
+
+
+def _ood_tally(tally: ScorerTally) -> OODTally:
+    if tally.ood is None:
+        # Imported on first use: detector-only reports need none of the metric's modules.
+        from assay.metrics.ood.summary import OODTally
+
+        tally.ood = OODTally()
+    return tally.ood
 
 
 def collect(lines: Iterable[Mapping[str, Any]], label_column: str | None = None) -> RunTally:

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from assay import stats
 from assay.report.collect import ExampleRow, RejectedRow, RunTally, ScorerTally
 from assay.runner.gates import GateFigures, gate_passed
+
+if TYPE_CHECKING:
+    from assay.metrics.ood.summary import OODSummary
 
 
 @dataclass(frozen=True)
@@ -43,7 +47,7 @@ class GoldFigures:
 
 @dataclass(frozen=True)
 class ScorerReport:
-    """Everything shown for one detector or metric."""
+    """Everything shown for one detector or metric (`ood`: the OOD metric's own summary)."""
 
     name: str
     rows_scored: int
@@ -57,6 +61,7 @@ class ScorerReport:
     gold: GoldFigures | None
     threshold: float | None = None
     figures: GateFigures | None = None
+    ood: OODSummary | None = None
 
     @property
     def gate_failed(self) -> bool:
@@ -128,6 +133,7 @@ def scorer_report(
         gold=_gold_figures(tally),
         threshold=threshold,
         figures=figures,
+        ood=tally.ood.summary() if tally.ood is not None else None,
     )
 
 

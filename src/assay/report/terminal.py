@@ -8,6 +8,7 @@ from rich.text import Text
 
 from assay.report.compare import Change, Comparison
 from assay.report.model import Report, ScorerReport
+from assay.report.ood_tables import ood_tables
 from assay.stats import Interval
 
 
@@ -89,6 +90,10 @@ def print_report(report: Report, console: Console) -> None:
         console.print(overview_table(report))
         if any(s.instructions for s in report.scorers):
             console.print(instruction_table(report))
+        for scorer in report.scorers:
+            if scorer.ood is not None:
+                for table in ood_tables(scorer.ood, scorer.name):
+                    console.print(table)
     if report.rows_rejected:
         fields = ", ".join(f"{name} ({n})" for name, n in report.rejected.items())
         were = "row was" if report.rows_rejected == 1 else "rows were"

@@ -194,8 +194,12 @@ class JunitCounts:
     skipped: int = 0
 
 
-def _clean(text: str) -> str:
+def xml_text(text: str) -> str:
+    """`text` without the characters XML 1.0 cannot carry (for JUnit files)."""
     return _XML_ILLEGAL.sub("", text)
+
+
+_clean = xml_text
 
 
 def _case_name(line: Mapping[str, Any]) -> str:
@@ -205,7 +209,7 @@ def _case_name(line: Mapping[str, Any]) -> str:
     return f"row {row}" if row is not None else "row"
 
 
-def _problem(case: ET.Element, kind: str, message: str, text: str, allow_errors: bool) -> None:
+def junit_problem(case: ET.Element, kind: str, message: str, text: str, allow_errors: bool) -> None:
     """An errored row: a JUnit error, or a skipped case when errors are allowed."""
     if allow_errors:
         ET.SubElement(case, "skipped", {"message": _clean(f"{kind}: {message}")}).text = text
@@ -234,7 +238,7 @@ def junit_case(
         message = f"{rejected.get('field', '?')}: {rejected.get('message', '')}"
         kind = str(rejected.get("kind") or "invalid_row")
         text = _clean(f"row {line.get('row')} was not scored: {message}")
-        _problem(case, kind, message, text, allow_errors)
+        junit_problem(case, kind, message, text, allow_errors)
         return case
     errored, report = [], []
     for name, result in scorer_results(line):
@@ -246,7 +250,7 @@ def junit_case(
     text = _clean("\n\n".join(report))
     if errored:
         kinds = ",".join(sorted({kind for kind, _ in errored}))
-        _problem(case, kinds, "; ".join(message for _, message in errored), text, allow_errors)
+        junit_problem(case, kinds, "; ".join(message for _, message in errored), text, allow_errors)
     else:
         ET.SubElement(case, "system-out").text = text
     return case

@@ -3,9 +3,10 @@
 Today that is `llm.ood_detection`: each row (`gdi_text_v1`: `input_id`, `prompt`,
 `sut_response`) gets probes put to the live system under test named in the run config's `sut:`
 block, and the judged cases roll up into the row's score. The output line carries the metric's
-result under its name, like a detector's: `{"score", "accuracy", "correct", "total", "weight",
-"cases": [...]}`, or `{"error": true, "kind", "message", "cases"}` when a call or a judgement
-failed (never a made-up score).
+result under its name, like a detector's: `{"input_id", "score", "accuracy", "correct", "total",
+"weight", "cases": [...], "warnings"}`, or `{"error": true, "kind", "message", "cases"}` when a
+call or a judgement failed (never a made-up score). `assay ood --out` writes the same lines
+(`metric_line`), so `assay report` reads both.
 """
 
 from __future__ import annotations
@@ -18,11 +19,14 @@ from typing import Any
 
 import yaml
 
+from assay._sync import run_sync
 from assay.detectors import DETECTORS
 from assay.judges.openai.settings import configured_settings
 from assay.metrics.manifest import all_manifests
 from assay.metrics.ood import build_sut, parse_run_config, score_rows
 from assay.metrics.ood.config import OODMetricConfig
+from assay.metrics.ood.preflight import preflight
+from assay.metrics.ood.profile import profile_from_mapping
 from assay.metrics.ood.rows import REQUIRED_COLUMNS
 from assay.metrics.ood.scorer import RowResult
 from assay.metrics.ood.sut import SystemUnderTest
@@ -96,7 +100,8 @@ class MetricScorer:
         configured_settings()  # a bad ASSAY_LLM_* value fails the run up front, named
 
     def check_input(self, path: Path) -> None:
-        """Fail before any call when the file lacks a required column, naming them all."""
+        """Fail before the run when the file lacks a required column (naming them all), or when
+        the system under test does not answer a first question (`preflight`)."""
         columns = input_columns(path)
         mapped = {wanted for wanted, present in self.column_map if present in columns}
         missing = [c for c in REQUIRED_COLUMNS if c not in columns and c not in mapped]
@@ -104,6 +109,23 @@ class MetricScorer:
             raise RequestValidationError(
                 ", ".join(missing), f"required column(s) missing from {path.name} ({self.metric})"
             )
+        _ = self.first_reply
+
+    @cached_property
+    def first_reply(self) -> str:
+        """The system under test's answer to one question, asked once per run before it starts
+        (`metrics.ood.preflight`); raises RequestValidationError when there is none."""
+        return run_sync(self._preflight())
+
+    async def _preflight(self) -> str:
+        config, sut_options = self.settings
+        assert config.use_case is not None  # checked by `settings`
+        examples = profile_from_mapping(config.use_case).examples()
+        sut = build_sut(sut_options, config)
+        try:
+            return await preflight(sut, examples[0] if examples else "Hello", config)
+        finally:
+            await sut.aclose()
 
     def output_columns(self, columns: Sequence[str]) -> list[str]:
         """The input columns output lines carry (see `_line`), under their mapped names."""
@@ -114,9 +136,7 @@ class MetricScorer:
     @property
     def _reserved(self) -> set[str]:
         """Keys of an output line that are not carried input columns."""
-        return {"row", "id", "error", "usage", "prompt", "sut_response", "context", "input_id"} | {
-            self.metric
-        }
+        return reserved_keys(self.metric)
 
     async def score(self, rows: Sequence[Row]) -> list[dict[str, Any]]:
         config, sut_options = self.settings
@@ -157,26 +177,45 @@ class MetricScorer:
     def _line(
         self, row: int, fields: Mapping[str, Any], result: RowResult | RequestValidationError
     ) -> dict[str, Any]:
-        line: dict[str, Any] = {"row": row, "id": fields.get("input_id")}
-        line.update({k: v for k, v in fields.items() if k not in self._reserved})
-        if isinstance(result, RequestValidationError):
-            field = result.field.split("]", 1)[-1].lstrip(".") or "row"
-            line["error"] = {"field": field, "kind": INVALID_ROW, "message": result.message}
-            return line
-        data = result.to_dict()
-        # LLM usage goes on the line, as for detectors, where the run summary counts it.
-        usage = data.pop("usage")
-        if usage:
-            line["usage"] = usage
-        if result.score is None:
-            transport = any(c.status == "transport_error" for c in result.cases)
-            line[self.metric] = {
-                "error": True,
-                "kind": "transport" if transport else "judge",
-                "message": result.error or "not scored",
-                "cases": data["cases"],
-                "warnings": data["warnings"],
-            }
-        else:
-            line[self.metric] = {k: v for k, v in data.items() if k not in ("input_id", "error")}
+        return metric_line(self.metric, row, fields, result)
+
+
+def reserved_keys(metric: str) -> set[str]:
+    """Keys of `metric`'s output lines that are not carried input columns."""
+    return {"row", "id", "error", "usage", "prompt", "sut_response", "context", "input_id", metric}
+
+
+def metric_line(
+    metric: str, row: int, fields: Mapping[str, Any], result: RowResult | RequestValidationError
+) -> dict[str, Any]:
+    """The output line of one row scored by `metric` (shared by `assay run --metric` and
+    `assay ood --out`).
+
+    row: the row's number; fields: the row's columns (carried through, except the metric's own
+    inputs); result: the metric's result, or why the row could not be scored.
+    """
+    line: dict[str, Any] = {"row": row, "id": fields.get("input_id")}
+    reserved = reserved_keys(metric)
+    line.update({k: v for k, v in fields.items() if k not in reserved})
+    if isinstance(result, RequestValidationError):
+        field = result.field.split("]", 1)[-1].lstrip(".") or "row"
+        line["error"] = {"field": field, "kind": INVALID_ROW, "message": result.message}
         return line
+    data = result.to_dict()
+    # LLM usage goes on the line, as for detectors, where the run summary counts it.
+    usage = data.pop("usage")
+    if usage:
+        line["usage"] = usage
+    if result.score is None:
+        transport = any(c.status == "transport_error" for c in result.cases)
+        line[metric] = {
+            "error": True,
+            "kind": "transport" if transport else "judge",
+            "message": result.error or "not scored",
+            "input_id": result.input_id,
+            "cases": data["cases"],
+            "warnings": data["warnings"],
+        }
+    else:
+        line[metric] = {k: v for k, v in data.items() if k != "error"}
+    return line

@@ -2,24 +2,16 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
-import logging
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 
-import numpy as np
 import yaml
 
 from assay.judges.embedded.encoder import Matrix
 from assay.metrics.ood.embedding import CachedEncoder, shared_encoder
+from assay.metrics.ood.vectors import probes_dir, shipped_vectors
 
-logger = logging.getLogger(__name__)
-
-#: Precomputed MiniLM embeddings of the bank (float16) and what they were computed from.
-VECTORS_FILE = "bank_minilm.npy"
-VECTORS_META = "bank_minilm.json"
+BANK_FILE = "bank.yaml"
 
 
 @dataclass(frozen=True)
@@ -34,38 +26,17 @@ class Probe:
     text: str
 
 
-def _probes_dir() -> resources.abc.Traversable:
-    return resources.files("assay.metrics.ood").joinpath("probes")
-
-
-def bank_digest() -> str:
-    """sha256 of the bank file, to tell whether precomputed embeddings are current."""
-    return hashlib.sha256(_probes_dir().joinpath("bank.yaml").read_bytes()).hexdigest()
-
-
 @cache
 def probe_bank() -> tuple[Probe, ...]:
     """Every probe in the bank, in file order (read once per process)."""
-    text = _probes_dir().joinpath("bank.yaml").read_text("utf-8")
+    text = probes_dir().joinpath(BANK_FILE).read_text("utf-8")
     topics: dict[str, list[str]] = yaml.safe_load(text)["topics"]
     return tuple(Probe(topic, query) for topic, queries in topics.items() for query in queries)
 
 
 @cache
 def _shipped_vectors() -> Matrix | None:
-    folder = _probes_dir()
-    try:
-        meta = json.loads(folder.joinpath(VECTORS_META).read_text("utf-8"))
-        with folder.joinpath(VECTORS_FILE).open("rb") as handle:
-            vectors = np.load(handle).astype(np.float32)
-    except (OSError, ValueError) as error:
-        logger.info("no usable precomputed bank embeddings (%s); embedding the bank", error)
-        return None
-    if meta.get("bank_sha256") != bank_digest() or vectors.shape[0] != len(probe_bank()):
-        logger.info("precomputed bank embeddings are stale; embedding the bank")
-        return None
-    result: Matrix = vectors
-    return result
+    return shipped_vectors(BANK_FILE, len(probe_bank()))
 
 
 def bank_vectors(encoder: CachedEncoder | None = None) -> Matrix:

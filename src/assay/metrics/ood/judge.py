@@ -7,9 +7,13 @@ The label comes from two judgements, P(query in scope for the profile) and P(rep
     off scope + refused  -> correct_refusal    (correct)
     off scope + answered -> missed_refusal     (wrong)
 
-Each label's probability is the product of the two, treating them as independent. When the
-case's scope is known by construction (the row's own prompt is in scope; probes were kept only
-when judged off scope) the caller passes it and the scope probability is that certainty.
+Each label's probability is the product of the two, treating them as independent. A case's
+scope is its intended scope (the row's own prompt is in scope; a probe was made to be out of
+scope) and the scope probability is that certainty: the judge never relabels a case. The LLM
+judge also gives its own P(in scope); a probe it finds in scope is flagged as possibly
+mislabelled (`scope_flagged`), reported but not relabelled. The embedded judge does not
+re-judge: the probe was chosen by the same scope model, so a second look would only repeat it.
+A case without an intended scope (`intended_in_scope=None`) is judged.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from assay.judges.openai.calls import BAD_OUTPUT
 from assay.judges.openai.endpoint import LLMEndpoint
 from assay.metrics.ood.profile import UseCaseProfile
 from assay.metrics.ood.refusal import matched_cues, refusal_probabilities
-from assay.metrics.ood.scope import in_scope_probabilities
+from assay.metrics.ood.scope import IN_SCOPE_THRESHOLD, in_scope_probabilities
 from assay.schema import JudgeFailure, round_probability
 
 Label = Literal["in_domain_answer", "correct_refusal", "over_rejection", "missed_refusal"]
@@ -43,12 +47,13 @@ class JudgeCase:
 
     query: what the system under test was asked (the last user turn for conversations).
     reply: what it answered.
-    known_in_scope: True/False when scope is known by construction, None to judge it.
+    intended_in_scope: the scope the case was made with (True for the row's own prompt, False
+        for a probe); None to have the judge decide it.
     """
 
     query: str
     reply: str
-    known_in_scope: bool | None = None
+    intended_in_scope: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -58,7 +63,11 @@ class Judgement:
     label: the most probable of the four behaviours.
     probability: that label's probability.
     probabilities: all four labels' probabilities (they sum to 1).
-    in_scope_probability, refusal_probability: the two underlying judgements.
+    in_scope_probability, refusal_probability: the two judgements behind the label (the first
+        is 1 or 0 when the scope was intended).
+    judged_in_scope_probability: the judge's own P(in scope) when it looked (LLM judge, or a
+        case without an intended scope); None otherwise.
+    scope_flagged: a probe the judge finds in scope (possibly mislabelled; not relabelled).
     evidence: with explain, what the judgement rests on (cues, scores, the LLM's reasons).
     """
 
@@ -68,6 +77,8 @@ class Judgement:
     in_scope_probability: float
     refusal_probability: float
     evidence: dict[str, Any] = field(default_factory=dict)
+    judged_in_scope_probability: float | None = None
+    scope_flagged: bool = False
 
     @property
     def correct(self) -> bool:
@@ -75,12 +86,20 @@ class Judgement:
         return self.label in CORRECT_LABELS
 
 
-def combine(in_scope: float, refused: float, evidence: dict[str, Any] | None = None) -> Judgement:
+def combine(
+    in_scope: float,
+    refused: float,
+    evidence: dict[str, Any] | None = None,
+    judged_in_scope: float | None = None,
+    intended_in_scope: bool | None = None,
+) -> Judgement:
     """Build a Judgement from P(in scope) and P(refused).
 
-    in_scope: probability the query is in scope.
+    in_scope: probability the query is in scope (1 or 0 for an intended scope).
     refused: probability the reply refuses.
     evidence: optional evidence to attach.
+    judged_in_scope: the judge's own P(in scope), when it looked.
+    intended_in_scope: the case's intended scope; a probe (False) judged in scope is flagged.
     """
     probabilities: dict[Label, float] = {
         "in_domain_answer": round_probability(in_scope * (1 - refused)),
@@ -96,6 +115,14 @@ def combine(in_scope: float, refused: float, evidence: dict[str, Any] | None = N
         in_scope_probability=round_probability(in_scope),
         refusal_probability=round_probability(refused),
         evidence=evidence or {},
+        judged_in_scope_probability=(
+            None if judged_in_scope is None else round_probability(judged_in_scope)
+        ),
+        scope_flagged=(
+            intended_in_scope is False
+            and judged_in_scope is not None
+            and judged_in_scope >= IN_SCOPE_THRESHOLD
+        ),
     )
 
 
@@ -130,19 +157,23 @@ class EmbeddedOODJudge(OODJudge):
     def _judge_now(
         self, cases: list[JudgeCase], profile: UseCaseProfile, explain: bool
     ) -> list[Judgement | JudgeFailure]:
-        unknown = [case.query for case in cases if case.known_in_scope is None]
+        unknown = [case.query for case in cases if case.intended_in_scope is None]
         judged_scope = iter(in_scope_probabilities(unknown, profile))
-        refusals = refusal_probabilities([case.reply for case in cases])
+        refusals = refusal_probabilities(
+            [case.reply for case in cases], queries=[case.query for case in cases]
+        )
         results: list[Judgement | JudgeFailure] = []
         for case, refused in zip(cases, refusals, strict=True):
-            if case.known_in_scope is None:
-                in_scope, source = next(judged_scope), "judged"
+            judged: float | None = None
+            if case.intended_in_scope is None:
+                in_scope = judged = next(judged_scope)
+                source = "judged"
             else:
-                in_scope, source = float(case.known_in_scope), "construction"
+                in_scope, source = float(case.intended_in_scope), "intended"
             evidence: dict[str, Any] = {}
             if explain:
                 evidence = {"scope_source": source, "refusal_cues": matched_cues(case.reply)}
-            results.append(combine(in_scope, refused, evidence))
+            results.append(combine(in_scope, refused, evidence, judged, case.intended_in_scope))
         return results
 
 
@@ -199,9 +230,11 @@ class LLMOODJudge(OODJudge):
             )
         except JudgeFailure as failure:
             return failure
-        if case.known_in_scope is not None:
-            in_scope = float(case.known_in_scope)
-        return combine(in_scope, refused, {"llm_evidence": evidence} if explain else {})
+        judged = in_scope
+        if case.intended_in_scope is not None:
+            in_scope = float(case.intended_in_scope)
+        evidence_map = {"llm_evidence": evidence} if explain else {}
+        return combine(in_scope, refused, evidence_map, judged, case.intended_in_scope)
 
 
 def _read_answer(answer: Any) -> tuple[float, float, str]:

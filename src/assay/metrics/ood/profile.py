@@ -1,12 +1,15 @@
 """The use-case profile: what the system under test is for, as a string-to-string mapping.
 
 Recognised keys (all optional except that the profile must say something):
-  name            short name of the application ("Retail-bank customer assistant")
-  description     what it does, in prose; lists after "help with:" are split into topics
-  allowed_topics  topics it may answer, separated by newlines, ";" or ","
-  examples        example in-scope user questions, one per line
-  system_prompt   the application's system prompt, if it has one
-  refusal_message the text it uses to decline (helps the refusal judge)
+  name               short name of the application ("Retail-bank customer assistant")
+  description        what it does, in prose; lists after "help with:" are split into topics
+  allowed_topics     topics it may answer, separated by newlines, ";" or ","
+  disallowed_topics  topics it must decline although they sit close to its field, same format
+  examples           example in-scope user questions, one per line
+  system_prompt      the application's system prompt, if it has one; bullets under headings
+                     such as "Primary Role"/"Allowed" add topics, "Forbidden"/"Do NOT" bullets
+                     add disallowed topics (`prompt_sections.py`)
+  refusal_message    the text it uses to decline (helps the refusal judge)
 Any other keys are kept and shown to the LLM generator/judge, but not used offline.
 """
 
@@ -20,10 +23,13 @@ from pathlib import Path
 
 import yaml
 
+from assay.metrics.ood.prompt_sections import read_sections
 from assay.schema import RequestValidationError
 
 #: Keys whose text describes scope; used offline to build the profile's reference texts.
 SCOPE_KEYS = ("name", "description", "allowed_topics", "examples", "system_prompt")
+#: "You are X, a ... assistant that ..." opens most system prompts: the role in one sentence.
+_ROLE = re.compile(r"\byou are\s+(.{10,400}?)(?:\.\s|\.$|\n)", re.IGNORECASE)
 _LIST_SPLIT = re.compile(r"\s*(?:\n|;|,)\s*")
 # A list of what the application covers, introduced by a colon after a word that says so
 # ("It can help with: a; b; c." / "Answers cooking questions: x, y, z.").
@@ -48,15 +54,21 @@ class UseCaseProfile:
         return self.fields.get("name", "the application")
 
     def topics(self) -> list[str]:
-        """Short in-scope topic phrases: `allowed_topics` plus any list after "help with:"."""
-        found: list[str] = []
-        for chunk in _LIST_SPLIT.split(self.fields.get("allowed_topics", "")):
-            if chunk:
-                found.append(chunk)
+        """Short in-scope topic phrases: `allowed_topics`, any list after "help with:", and the
+        bullets of the system prompt's role or allowed sections."""
+        found = _split(self.fields.get("allowed_topics", ""))
         for key in ("description", "system_prompt"):
             for match in _HELP_WITH.finditer(self.fields.get(key, "")):
-                found.extend(part for part in _LIST_SPLIT.split(match.group(1)) if part)
-        return list(dict.fromkeys(topic.strip(" .") for topic in found if topic.strip(" .")))
+                found.extend(_split(match.group(1)))
+        found.extend(read_sections(self.fields.get("system_prompt", "")).allowed)
+        return _unique(found)
+
+    def disallowed(self) -> list[str]:
+        """Topics the application must decline: `disallowed_topics` and the system prompt's
+        forbidden bullets."""
+        found = _split(self.fields.get("disallowed_topics", ""))
+        found.extend(read_sections(self.fields.get("system_prompt", "")).forbidden)
+        return _unique(found)
 
     def examples(self) -> list[str]:
         """In-scope example questions, one per line of `examples`."""
@@ -65,12 +77,15 @@ class UseCaseProfile:
         ]
 
     def summary_texts(self) -> list[str]:
-        """The profile's prose (description, system prompt), or its name when it has none."""
-        prose = [
-            self.fields[key].strip()
-            for key in ("description", "system_prompt")
-            if self.fields.get(key, "").strip()
-        ]
+        """The profile's prose: the description without its topic list, and the role sentence
+        of the system prompt ("You are ..."); the name when there is neither."""
+        prose = []
+        description = self.fields.get("description", "").strip()
+        if description:
+            prose.append(_HELP_WITH.sub("", description).strip() or description)
+        role = _ROLE.search(self.fields.get("system_prompt", "").replace("*", ""))
+        if role:
+            prose.append(role.group(1).strip())
         return prose or self.reference_texts()[:1]
 
     def reference_texts(self) -> list[str]:
@@ -89,6 +104,14 @@ class UseCaseProfile:
     def as_prompt(self) -> str:
         """The profile as plain text for an LLM prompt or a system prompt."""
         return "\n".join(f"{key}: {value}" for key, value in self.fields.items())
+
+
+def _split(text: str) -> list[str]:
+    return [part for part in _LIST_SPLIT.split(text) if part]
+
+
+def _unique(items: list[str]) -> list[str]:
+    return list(dict.fromkeys(item.strip(" .") for item in items if item.strip(" .")))
 
 
 def profile_from_mapping(values: Mapping[str, object], source: str = "use_case") -> UseCaseProfile:

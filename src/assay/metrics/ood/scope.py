@@ -1,25 +1,196 @@
 """Offline scope judge: how likely a query is to be in scope for a use-case profile.
 
-Features compare the query's embedding with the profile's reference texts (description, topics,
-examples) and, as a contrast, with the probe bank of everyday off-topic questions. A logistic model
-fitted by `bench/ood.py` (stored in `calibration.json`) turns them into P(in scope).
+A profile is turned into four sets of reference texts (`ScopeIndex`), using the capability bank
+(`capabilities.py`) and the everyday probe bank (`bank.py`):
+
+- listed: the profile's topics and examples, plus the requests of the bank capabilities they
+  match ("claim"), so "translate" also stands for "How do you say ... in Italian?";
+- unlisted: the other capabilities of the domains the profile claimed from: requests in the
+  application's field that it does not list (a bank assistant that lists cards and balances,
+  asked for a mortgage);
+- disallowed: the profile's disallowed topics and the capabilities they claim;
+- other: every remaining capability and the everyday questions of the probe bank, except those
+  close to the listed texts.
+
+A query's features compare its best match among the listed texts with its best match in each
+contrast set, and count how many of its nearest references are listed. A logistic model fitted
+by `bench/ood.py` (stored in `calibration.json`) turns them into P(in scope). A text that is
+(almost) the query itself is never used as its reference, so bank questions can be scored too.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
+import numpy.typing as npt
 
 from assay.judges.embedded.encoder import Matrix
 from assay.metrics.ood.bank import bank_vectors
 from assay.metrics.ood.calibration import load_model
+from assay.metrics.ood.capabilities import CapabilityTable, capability_table
 from assay.metrics.ood.embedding import CachedEncoder, shared_encoder
 from assay.metrics.ood.profile import UseCaseProfile
 
-SCOPE_FEATURES = ("topic_max", "topic_top3", "description", "bank_max", "margin")
-#: Bank probes this similar to the query are taken to be the query itself and not used as contrast.
-_SELF_MATCH = 0.995
+SCOPE_FEATURES = (
+    "listed_max",
+    "margin_unlisted",
+    "margin_other",
+    "margin_disallowed",
+    "neighbour_share",
+)
+#: Least similarity between a profile topic (or example) and a capability for a claim.
+CLAIM_MIN = 0.55
+#: Capabilities within this much of a topic's best match are claimed with it (near-synonyms).
+CLAIM_TIE = 0.02
+#: For a profile with no topics or examples, its prose claims whole domains this similar to it.
+DOMAIN_MIN = 0.5
+#: Everyday-bank questions at least this similar to a listed text are not used as contrast.
+BANK_OVERLAP = 0.6
+#: How many nearest references `neighbour_share` looks at.
+NEIGHBOURS = 10
+#: References this similar to the query are the query itself and are skipped.
+SELF_MATCH = 0.995
+#: P(in scope) at or above which a query counts as in scope.
+IN_SCOPE_THRESHOLD = 0.5
+
+
+def _matrix(encoder: CachedEncoder, texts: Sequence[str]) -> Matrix:
+    return encoder.encode(list(texts)) if texts else np.zeros((0, 384), dtype=np.float32)
+
+
+def _claims(
+    table: CapabilityTable, vectors: Matrix
+) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64]]:
+    """Which capabilities the texts with embeddings `vectors` claim, and each capability's best
+    match to any of them (its name or any of its requests, whichever is closer)."""
+    count = len(table.capabilities)
+    if not len(vectors):
+        return np.zeros(count, dtype=bool), np.zeros(count)
+    by_request = np.full((len(vectors), count), -1.0)
+    request_sims = vectors @ table.request_vectors.T
+    np.maximum.at(by_request.T, table.request_owner, request_sims.T)
+    match = np.maximum(vectors @ table.name_vectors.T, by_request)
+    claimed = np.zeros(count, dtype=bool)
+    for row in match:
+        best = row.max()
+        if best >= CLAIM_MIN:
+            claimed |= row >= best - CLAIM_TIE
+    return claimed, match.max(axis=0)
+
+
+@dataclass(frozen=True)
+class ScopeIndex:
+    """A profile's reference sets, embedded (see the module doc).
+
+    listed, unlisted, disallowed, other: embeddings of each set's texts.
+    listed_texts: the listed texts, for explanations.
+    claimed: indices of the capabilities the profile lists.
+    unlisted_capabilities: indices of same-domain capabilities it does not list.
+    domains: the capability-bank domains the profile claimed from.
+    """
+
+    listed: Matrix
+    unlisted: Matrix
+    disallowed: Matrix
+    other: Matrix
+    listed_texts: tuple[str, ...]
+    claimed: tuple[int, ...]
+    unlisted_capabilities: tuple[int, ...]
+    domains: frozenset[str]
+
+    def features(self, query_vectors: Matrix) -> list[dict[str, float]]:
+        """Named scope features for each query embedding (rows of `query_vectors`)."""
+        sets = [self.listed, self.unlisted, self.disallowed, self.other]
+        sims = []
+        for vectors in sets:
+            if len(vectors):
+                block = query_vectors @ vectors.T
+                block[block >= SELF_MATCH] = -1.0
+            else:
+                block = np.zeros((len(query_vectors), 0))
+            sims.append(block)
+        best = [s.max(axis=1) if s.shape[1] else np.zeros(len(query_vectors)) for s in sims]
+        every = np.concatenate(sims, axis=1)
+        nearest = np.argsort(-every, axis=1)[:, :NEIGHBOURS]
+        share = (nearest < sims[0].shape[1]).mean(axis=1)
+        listed, unlisted, disallowed, other = best
+        return [
+            {
+                "listed_max": float(listed[i]),
+                "margin_unlisted": float(listed[i] - unlisted[i]),
+                "margin_other": float(listed[i] - other[i]),
+                "margin_disallowed": float(listed[i] - disallowed[i]),
+                "neighbour_share": float(share[i]),
+            }
+            for i in range(len(query_vectors))
+        ]
+
+
+def build_index(
+    profile: UseCaseProfile, encoder: CachedEncoder, table: CapabilityTable | None = None
+) -> ScopeIndex:
+    """The reference sets of `profile`, embedded with `encoder` (use `scope_index`, which caches
+    them per profile).
+
+    table: the capability bank to use (the bundled one by default; the benchmark passes one
+        with a domain removed, to measure a profile whose field the bank does not cover).
+    """
+    table = table or capability_table(encoder)
+    own = profile.topics() + profile.examples()
+    prose = profile.summary_texts()
+    claimed, claim_match = _claims(table, _matrix(encoder, own))
+    if not own:
+        # No list to hold the profile to: its prose stands for the scope, and whole domains
+        # that the prose describes count as listed.
+        own = prose
+        described = _matrix(encoder, prose)
+        domain_names = sorted({c.domain_name for c in table.capabilities})
+        fit = (described @ _matrix(encoder, domain_names).T).max(axis=0)
+        matched = {name for name, sim in zip(domain_names, fit, strict=True) if sim >= DOMAIN_MIN}
+        claimed = np.array([c.domain_name in matched for c in table.capabilities])
+        claim_match = claimed.astype(float)
+    forbidden, forbid_match = _claims(table, _matrix(encoder, profile.disallowed()))
+    # A capability both listed and disallowed goes to whichever it matches better.
+    both = claimed & forbidden
+    claimed &= ~(both & (forbid_match > claim_match))
+    forbidden &= ~(both & claimed)
+    domains = frozenset(table.capabilities[i].domain for i in np.flatnonzero(claimed | forbidden))
+    in_play = np.array([c.domain in domains for c in table.capabilities])
+    free = ~claimed & ~forbidden
+
+    def texts(mask: npt.NDArray[np.bool_]) -> list[str]:
+        return [text for i in np.flatnonzero(mask) for text in table.texts_of(int(i))]
+
+    listed_texts = list(dict.fromkeys(own + texts(claimed)))
+    listed = _matrix(encoder, listed_texts)
+    everyday = bank_vectors(encoder)
+    closeness = (everyday @ listed.T).max(axis=1) if len(listed) else np.zeros(len(everyday))
+    other = np.vstack(
+        [_matrix(encoder, texts(free & ~in_play)), everyday[closeness < BANK_OVERLAP]]
+    )
+    return ScopeIndex(
+        listed=listed,
+        unlisted=_matrix(encoder, texts(free & in_play)),
+        disallowed=_matrix(encoder, profile.disallowed() + texts(forbidden)),
+        other=other,
+        listed_texts=tuple(listed_texts),
+        claimed=tuple(int(i) for i in np.flatnonzero(claimed)),
+        unlisted_capabilities=tuple(int(i) for i in np.flatnonzero(free & in_play)),
+        domains=domains,
+    )
+
+
+@lru_cache(maxsize=64)
+def _cached_index(fields: tuple[tuple[str, str], ...], encoder: CachedEncoder) -> ScopeIndex:
+    return build_index(UseCaseProfile(dict(fields)), encoder)
+
+
+def scope_index(profile: UseCaseProfile, encoder: CachedEncoder | None = None) -> ScopeIndex:
+    """The (cached) reference sets of `profile`; see `build_index`."""
+    return _cached_index(tuple(sorted(profile.fields.items())), encoder or shared_encoder())
 
 
 def scope_features(
@@ -38,29 +209,9 @@ def scope_features(
     encoder = encoder or shared_encoder()
     if not queries:
         return []
-    references = profile.reference_texts()
-    described = profile.summary_texts()
     if query_vectors is None:
-        query_vectors = encoder.encode(queries)
-    reference_sims = query_vectors @ encoder.encode(references).T
-    description_sims = query_vectors @ encoder.encode(described).T
-    bank_sims = query_vectors @ bank_vectors(encoder).T
-    bank_sims[bank_sims >= _SELF_MATCH] = -1.0
-    rows = []
-    for index in range(len(queries)):
-        ranked = np.sort(reference_sims[index])[::-1]
-        topic_max = float(ranked[0])
-        bank_max = float(bank_sims[index].max())
-        rows.append(
-            {
-                "topic_max": topic_max,
-                "topic_top3": float(ranked[:3].mean()),
-                "description": float(description_sims[index].max()),
-                "bank_max": bank_max,
-                "margin": topic_max - bank_max,
-            }
-        )
-    return rows
+        query_vectors = encoder.encode(list(queries))
+    return scope_index(profile, encoder).features(query_vectors)
 
 
 def in_scope_probabilities(

@@ -22,13 +22,7 @@ from assay.judges.openai.endpoint import LLMEndpoint
 from assay.judges.openai.settings import configured_settings
 from assay.judges.usage import collect_usage
 from assay.metrics.ood.config import OODMetricConfig, parse_config
-from assay.metrics.ood.generator import (
-    Fallback,
-    ProbeGenerator,
-    ProbeRequest,
-    probe_generator,
-    seed_for,
-)
+from assay.metrics.ood.generator import ProbeGenerator, probe_generator, seed_for
 from assay.metrics.ood.judge import (
     EmbeddedOODJudge,
     JudgeCase,
@@ -37,6 +31,7 @@ from assay.metrics.ood.judge import (
     LLMOODJudge,
     OODJudge,
 )
+from assay.metrics.ood.probe_types import Fallback, ProbeKind, ProbeRequest
 from assay.metrics.ood.profile import UseCaseProfile, profile_from_mapping
 from assay.metrics.ood.rows import OODRow, parse_rows
 from assay.metrics.ood.sut import SUTReply, SystemUnderTest, ask_with_retries, last_user_turn
@@ -59,7 +54,11 @@ class CaseResult:
     label, probability, probabilities: the judge's verdict (None unless judged).
     correct: whether the behaviour was right (None unless judged).
     in_scope_probability, refusal_probability: the two judgements behind the label.
-    topic, near_domain: where a probe came from.
+    kind: how the case was made: "in_domain" (the row's prompt), "near_domain" or "far_domain".
+    intended_scope: "in" for the row's prompt, "out" for a probe; the label follows it.
+    judged_in_scope_probability: the judge's own P(in scope), when it looked (LLM judge).
+    scope_flagged: a probe the judge finds in scope, i.e. possibly mislabelled (not relabelled).
+    topic: where a probe came from (capability bank "domain: capability", bank topic, "llm").
     fallback, fallback_reason: for a bank probe written in place of the LLM's, why
         ("llm_failed" or "llm_short") and the details.
     attempts: SUT tries made (0 for a recorded reply).
@@ -78,8 +77,11 @@ class CaseResult:
     correct: bool | None = None
     in_scope_probability: float | None = None
     refusal_probability: float | None = None
+    kind: ProbeKind = "in_domain"
+    intended_scope: Literal["in", "out"] = "in"
+    judged_in_scope_probability: float | None = None
+    scope_flagged: bool = False
     topic: str | None = None
-    near_domain: bool = False
     fallback: Fallback | None = None
     fallback_reason: str | None = None
     attempts: int = 0
@@ -149,6 +151,8 @@ def _apply(case: CaseResult, verdict: Judgement | JudgeFailure) -> None:
     case.probabilities, case.correct = verdict.probabilities, verdict.correct
     case.in_scope_probability = verdict.in_scope_probability
     case.refusal_probability = verdict.refusal_probability
+    case.judged_in_scope_probability = verdict.judged_in_scope_probability
+    case.scope_flagged = verdict.scope_flagged
     case.evidence = verdict.evidence
 
 
@@ -206,17 +210,14 @@ class _Run:
         cases = [_case("in_domain", last_user_turn(row.prompt), own)]
         for probe, reply in zip(probes, replies, strict=True):
             case = _case("probe", probe.text, reply)
-            case.topic, case.near_domain = probe.topic, probe.near_domain
+            case.kind, case.intended_scope, case.topic = probe.kind, "out", probe.topic
             case.fallback, case.fallback_reason = probe.fallback, probe.fallback_reason
             cases.append(case)
         answered = [c for c in cases if c.status == "judged"]
         verdicts = await self.judge.judge(
-            # The row's prompt is in scope by definition; probes are judged (they were only
-            # kept when the scope judge found them off scope, so the label stays consistent).
-            [
-                JudgeCase(c.query, c.reply or "", True if c.role == "in_domain" else None)
-                for c in answered
-            ],
+            # Each case keeps the scope it was made with: the row's prompt is in scope, a probe
+            # out of scope. The judge only flags a probe that looks mislabelled.
+            [JudgeCase(c.query, c.reply or "", c.intended_scope == "in") for c in answered],
             self.profile,
             self.explain,
         )

@@ -19,27 +19,21 @@ from typing import Any
 
 import httpx
 
+from assay.metrics.ood.sut_errors import (
+    OPENAI_KIND_HINT,
+    SUTError,
+    http_kind_hint,
+    reply_at,
+    string_paths,
+)
 from assay.retries import GaveUp, Retryable, RetryPolicy, retry, retry_after_seconds
+
+__all__ = ["SUTError", "reply_at"]
 
 Message = Mapping[str, str]
 Prompt = str | Sequence[Message]
 #: Ceiling of the first pause between tries, in seconds; doubles after every failed try.
 BACKOFF_SECONDS = 0.5
-
-
-class SUTError(Exception):
-    """The system under test could not be reached or gave no usable reply.
-
-    kind: "timeout", "rate_limited", "transport" or "bad_output" (the LLM layer's kinds).
-    retry_after: seconds the SUT asked to wait before another try, if it said.
-    """
-
-    def __init__(
-        self, message: str, kind: str = "transport", retry_after: float | None = None
-    ) -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.retry_after = retry_after
 
 
 def last_user_turn(prompt: Prompt) -> str:
@@ -107,50 +101,39 @@ class OpenAIChatSUT(SystemUnderTest):
         if self._system_prompt:
             messages.insert(0, {"role": "system", "content": self._system_prompt})
         try:
-            response = await self._client.chat.completions.create(
+            raw = await self._client.chat.completions.with_raw_response.create(
                 model=self._model, messages=messages, temperature=self._temperature
             )
+            response = raw.parse()
         except APIStatusError as error:
-            raise _status_error(error.status_code, str(error), error.response.headers) from None
+            hint = None
+            if error.status_code in (404, 405):
+                hint = (
+                    "nothing answers OpenAI chat completions at this URL; for a plain JSON "
+                    "endpoint use kind 'http' (--sut-kind http), for an OpenAI-compatible one "
+                    "give the API root (e.g. http://host/v1)"
+                )
+            failure = _status_error(error.status_code, str(error), error.response.headers)
+            failure.hint = hint
+            raise failure from None
         except APITimeoutError as error:
             raise SUTError(f"{type(error).__name__}: {error}", "timeout") from None
         except OpenAIError as error:
             raise SUTError(f"{type(error).__name__}: {error}") from None
-        content = response.choices[0].message.content if response.choices else None
+        choices = getattr(response, "choices", None)
+        content: str | None = choices[0].message.content if choices else None
         if content is None:
-            raise SUTError("the endpoint returned no message content", "bad_output")
+            try:
+                document = raw.http_response.json()
+            except ValueError:
+                document = None
+            completion = isinstance(document, dict) and "choices" in document
+            hint = None if completion else http_kind_hint(document)
+            raise SUTError("the endpoint returned no message content", "bad_output", hint=hint)
         return content
 
     async def aclose(self) -> None:
         await self._client.close()
-
-
-def reply_at(document: Any, path: str) -> str:
-    """The string at dotted `path` in a parsed JSON document ("choices.0.message.content").
-
-    document: the parsed JSON.
-    path: dot-separated keys; integer parts index lists.
-    """
-    node = document
-    for part in path.split(".") if path else []:
-        if (
-            isinstance(node, list)
-            and part.lstrip("-").isdigit()
-            and -len(node) <= int(part) < len(node)
-        ):
-            node = node[int(part)]
-        elif isinstance(node, dict) and part in node:
-            node = node[part]
-        else:
-            raise SUTError(
-                f"reply path {path!r} not found in the response (stopped at {part!r})",
-                "bad_output",
-            )
-    if not isinstance(node, str):
-        raise SUTError(
-            f"reply path {path!r} holds {type(node).__name__}, not a string", "bad_output"
-        )
-    return node
 
 
 def check_body_template(body_template: str) -> None:
@@ -203,12 +186,27 @@ class HttpJsonSUT(SystemUnderTest):
         except httpx.HTTPError as error:
             raise SUTError(f"{type(error).__name__}: {error}") from None
         if response.status_code >= 400:
-            raise _status_error(response.status_code, response.text[:200], response.headers)
+            failure = _status_error(response.status_code, response.text[:200], response.headers)
+            if response.status_code in (404, 405, 422) and "/v1" in self._url:
+                failure.hint = (
+                    "this URL looks like an OpenAI-compatible API: use kind 'openai' "
+                    "(--sut-kind openai) with the API root as the URL"
+                )
+            raise failure
         try:
             document = response.json()
         except json.JSONDecodeError:
             raise SUTError(f"response is not JSON: {response.text[:200]!r}", "bad_output") from None
-        return reply_at(document, self._reply_path)
+        try:
+            return reply_at(document, self._reply_path)
+        except SUTError as failure:
+            if isinstance(document, dict) and "choices" in document:
+                failure.hint = OPENAI_KIND_HINT
+            else:
+                paths = string_paths(document)
+                if paths:
+                    failure.hint = f"the reply has text at: {', '.join(paths)} (--reply-path)"
+            raise
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -271,12 +269,14 @@ class SUTReply:
     error: the last failure's message when text is None.
     attempts: how many tries were made.
     kind: the last failure's kind (see SUTError) when text is None.
+    hint: the last failure's hint (see SUTError), if it had one.
     """
 
     text: str | None
     error: str | None
     attempts: int
     kind: str | None = None
+    hint: str | None = None
 
     @property
     def failed(self) -> bool:
@@ -324,5 +324,6 @@ async def ask_with_retries(
     except GaveUp as gave_up:
         if not isinstance(gave_up.error, SUTError):
             raise gave_up.error from None
-        return SUTReply(None, str(gave_up.error), attempts, gave_up.error.kind)
+        error = gave_up.error
+        return SUTReply(None, str(error), attempts, error.kind, error.hint)
     return SUTReply(text, None, attempts)

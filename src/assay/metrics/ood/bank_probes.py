@@ -1,0 +1,202 @@
+"""Choose out-of-domain probes from the bundled banks for one profile (the offline generator).
+
+Two kinds of probe, each made to be out of scope:
+
+- near-domain: requests for a capability of the profile's own field that the profile does not
+  list (from the capability bank: a card-and-balance assistant asked about a mortgage). When the
+  profile's field is not in the capability bank, the everyday questions nearest the profile
+  stand in;
+- far-domain: everyday questions from the probe bank, spread from near to far, one per topic.
+
+A candidate is used only when the scope judge puts it clearly out of scope
+(P(in scope) < `PROBE_MAX_IN_SCOPE`, well below the 0.5 threshold, so that no probe sits where
+the model is unsure), and an everyday topic is left out entirely once a fifth of its questions
+look in scope (`TOPIC_OVERLAP`). No two probes share a capability or a topic.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from assay.metrics.ood.bank import bank_vectors, probe_bank
+from assay.metrics.ood.capabilities import capability_table
+from assay.metrics.ood.embedding import shared_encoder
+from assay.metrics.ood.probe_types import GeneratedProbe, ProbeKind, ProbeRequest, ProbeSet
+from assay.metrics.ood.profile import UseCaseProfile
+from assay.metrics.ood.scope import ScopeIndex, scope_index, scope_probabilities
+
+#: Share of each row's probes that are near-domain.
+NEAR_SHARE = 1 / 3
+#: Share of a topic's questions judged in scope at which the whole topic is left out.
+TOPIC_OVERLAP = 0.2
+#: Highest P(in scope) a probe may have.
+PROBE_MAX_IN_SCOPE = 0.25
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    text: str
+    group: str  # capability or bank topic: one probe per group
+    closeness: float  # to the profile (and the row's question)
+    in_scope: float
+
+
+def seed_for(key: str) -> int:
+    """A stable seed from a string (the row's input_id), the same in every process."""
+    return int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big")
+
+
+@dataclass(frozen=True)
+class _Pool:
+    """A profile's candidates before the row's question is known: texts, groups, embeddings,
+    closeness to the profile and P(in scope). Computed once per profile."""
+
+    texts: tuple[str, ...]
+    groups: tuple[str, ...]
+    vectors: np.ndarray
+    closeness: np.ndarray
+    in_scope: tuple[float, ...]
+
+
+def _pool(index: ScopeIndex, texts: list[str], groups: list[str], vectors: np.ndarray) -> _Pool:
+    if not texts:
+        return _Pool((), (), vectors, np.zeros(0), ())
+    features = index.features(vectors)
+    closeness = np.array([f["listed_max"] for f in features])
+    in_scope = tuple(scope_probabilities(features))
+    return _Pool(tuple(texts), tuple(groups), vectors, closeness, in_scope)
+
+
+@lru_cache(maxsize=32)
+def _pools(fields: tuple[tuple[str, str], ...]) -> tuple[_Pool, _Pool]:
+    """(near-domain, far-domain) candidate pools of the profile with these fields."""
+    encoder = shared_encoder()
+    index = scope_index(UseCaseProfile(dict(fields)), encoder)
+    table = capability_table(encoder)
+    near_texts, near_groups = [], []
+    for i in index.unlisted_capabilities:
+        capability = table.capabilities[i]
+        for text in capability.requests:
+            near_texts.append(text)
+            near_groups.append(f"{capability.domain}: {capability.name}")
+    near_vectors = encoder.encode(near_texts) if near_texts else np.zeros((0, 384), np.float32)
+    bank = probe_bank()
+    near = _pool(index, near_texts, near_groups, near_vectors)
+    far = _pool(index, [p.text for p in bank], [p.topic for p in bank], bank_vectors(encoder))
+    return near, far
+
+
+def _candidates(request: ProbeRequest) -> tuple[list[_Candidate], list[_Candidate]]:
+    """(near-domain, far-domain) candidates, clearly out of scope, closest first."""
+    pools = _pools(tuple(sorted(request.profile.fields.items())))
+    anchor = shared_encoder().encode([request.anchor])[0] if request.anchor else None
+    near, far = (
+        [
+            _Candidate(t, g, float(c), p)
+            for t, g, c, p in zip(
+                pool.texts,
+                pool.groups,
+                pool.closeness if anchor is None else (pool.closeness + pool.vectors @ anchor) / 2,
+                pool.in_scope,
+                strict=True,
+            )
+        ]
+        for pool in pools
+    )
+    # An everyday topic that overlaps the use case is left out whole: its other questions are
+    # likely in scope too, only phrased differently.
+    overlap: dict[str, list[bool]] = {}
+    for candidate in far:
+        overlap.setdefault(candidate.group, []).append(candidate.in_scope >= 0.5)
+    far = [c for c in far if sum(overlap[c.group]) / len(overlap[c.group]) < TOPIC_OVERLAP]
+    return _best_per_group(near), _best_per_group(far)
+
+
+def _best_per_group(candidates: list[_Candidate]) -> list[_Candidate]:
+    """Clearly-out-of-scope candidates grouped: each group's members closest first, groups
+    ordered by their closest member."""
+    groups: dict[str, list[_Candidate]] = {}
+    for candidate in candidates:
+        if candidate.in_scope < PROBE_MAX_IN_SCOPE:
+            groups.setdefault(candidate.group, []).append(candidate)
+    ordered = []
+    for members in sorted(groups.values(), key=lambda m: -max(c.closeness for c in m)):
+        ordered.extend(sorted(members, key=lambda c: -c.closeness))
+    return ordered
+
+
+def _groups(candidates: list[_Candidate]) -> dict[str, list[_Candidate]]:
+    grouped: dict[str, list[_Candidate]] = {}
+    for candidate in candidates:
+        grouped.setdefault(candidate.group, []).append(candidate)
+    return grouped
+
+
+def choose_probes(request: ProbeRequest) -> ProbeSet:
+    """Probes for `request` from the banks (see the module doc); deterministic at temperature 0."""
+    near, far = _candidates(request)
+    near_groups, far_groups = _groups(near), _groups(far)
+    if not near_groups:
+        # The profile's field is not in the capability bank: the everyday topics closest to
+        # the profile are the nearest probes there are.
+        near_groups = dict(list(far_groups.items())[: max(1, len(far_groups) // 8)])
+        far_groups = {k: v for k, v in far_groups.items() if k not in near_groups}
+    available = len(near_groups) + len(far_groups)
+    count = min(request.count, available)
+    near_count = min(len(near_groups), max(1, round(count * NEAR_SHARE)) if count > 1 else 0)
+    far_count = min(len(far_groups), count - near_count)
+    near_count = count - far_count
+    turn = seed_for(request.anchor) if request.anchor else 0
+    rng = random.Random(request.seed)
+    chosen: list[tuple[_Candidate, ProbeKind]] = []
+    plan: list[tuple[ProbeKind, dict[str, list[_Candidate]], int]] = [
+        ("near_domain", near_groups, near_count),
+        ("far_domain", far_groups, far_count),
+    ]
+    for kind, groups, wanted in plan:
+        names = list(groups)
+        if request.temperature == 0:
+            picks = _spread(names, wanted, turn) if kind == "far_domain" else names[:wanted]
+            for name in picks:
+                members = groups[name]
+                # Near: the closest request; far: the row's question picks one of the topic's.
+                pick = members[turn % len(members)] if kind == "far_domain" else members[0]
+                chosen.append((pick, kind))
+        else:
+            pool = list(names)
+            for _ in range(wanted):
+                # Near picks favour close groups; the temperature flattens that preference.
+                weights = [
+                    math.exp(groups[n][0].closeness / (0.1 * request.temperature))
+                    if kind == "near_domain"
+                    else 1.0
+                    for n in pool
+                ]
+                name = rng.choices(pool, weights=weights, k=1)[0]
+                pool.remove(name)
+                members = groups[name]
+                chosen.append((members[0] if kind == "near_domain" else rng.choice(members), kind))
+    probes = [GeneratedProbe(c.text, c.group, kind, round(c.in_scope, 4)) for c, kind in chosen]
+    shortfall = None
+    if count < request.count:
+        shortfall = (
+            f"the banks have only {available} capabilities and topics outside this use case "
+            "(one probe per capability or topic)"
+        )
+    return ProbeSet(probes, shortfall)
+
+
+def _spread(names: list[str], wanted: int, turn: int) -> list[str]:
+    """`wanted` names evenly spaced over `names` (near to far); where the spacing starts follows
+    `turn` (a hash of the row's question), so rows differ but each row's choice is fixed."""
+    if not wanted:
+        return []
+    step = len(names) / wanted
+    start = turn % max(int(step), 1)
+    return [names[min(start + int(k * step), len(names) - 1)] for k in range(wanted)]

@@ -1,0 +1,100 @@
+"""The bundled capability bank: typical requests to service assistants, by domain and capability
+(`probes/capabilities.yaml`).
+
+The scope judge matches a profile's topics and examples against the capability names and
+requests: matched ("listed") capabilities widen the profile with their requests; unlisted ones of
+the same domains are the contrast for requests the application does not support; the rest is
+contrast for other fields. The generator draws near-domain probes from the unlisted ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+import numpy as np
+import numpy.typing as npt
+import yaml
+
+from assay.judges.embedded.encoder import Matrix
+from assay.metrics.ood.embedding import CachedEncoder, shared_encoder
+from assay.metrics.ood.vectors import probes_dir, shipped_vectors
+
+CAPABILITY_FILE = "capabilities.yaml"
+
+
+@dataclass(frozen=True)
+class Capability:
+    """One capability of one domain.
+
+    domain: the domain's key ("banking").
+    domain_name: what the domain is, in words ("retail banking and current accounts").
+    name: the capability ("order checks"), sometimes with synonyms in brackets.
+    requests: how users ask for it.
+    """
+
+    domain: str
+    domain_name: str
+    name: str
+    requests: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CapabilityTable:
+    """The bank with its embeddings.
+
+    capabilities: every capability, in file order.
+    name_vectors: one row per capability (its name).
+    request_vectors: one row per request, capability by capability.
+    request_owner: for each request row, the index of its capability.
+    """
+
+    capabilities: tuple[Capability, ...]
+    name_vectors: Matrix
+    request_vectors: Matrix
+    request_owner: npt.NDArray[np.int64]
+
+    def texts_of(self, index: int) -> list[str]:
+        """The name and requests of capability `index`."""
+        capability = self.capabilities[index]
+        return [capability.name, *capability.requests]
+
+
+@cache
+def capability_bank() -> tuple[Capability, ...]:
+    """Every capability in the bank, in file order (read once per process)."""
+    text = probes_dir().joinpath(CAPABILITY_FILE).read_text("utf-8")
+    domains: dict[str, dict[str, object]] = yaml.safe_load(text)["domains"]
+    found: list[Capability] = []
+    for key, spec in domains.items():
+        capabilities = spec["capabilities"]
+        assert isinstance(capabilities, dict)
+        for name, requests in capabilities.items():
+            found.append(Capability(key, str(spec["name"]), name, tuple(requests)))
+    return tuple(found)
+
+
+def bank_texts() -> list[str]:
+    """Every text to embed, in the order of the shipped vectors: names, then requests."""
+    bank = capability_bank()
+    return [c.name for c in bank] + [r for c in bank for r in c.requests]
+
+
+def _table(vectors: Matrix) -> CapabilityTable:
+    bank = capability_bank()
+    owners = np.array([i for i, c in enumerate(bank) for _ in c.requests], dtype=np.int64)
+    return CapabilityTable(bank, vectors[: len(bank)], vectors[len(bank) :], owners)
+
+
+@cache
+def _shipped_table() -> CapabilityTable:
+    texts = bank_texts()
+    vectors = shipped_vectors(CAPABILITY_FILE, len(texts))
+    return _table(vectors if vectors is not None else shared_encoder().encode(texts))
+
+
+def capability_table(encoder: CachedEncoder | None = None) -> CapabilityTable:
+    """The bank with embeddings from `encoder` (the shipped MiniLM vectors by default)."""
+    if encoder is None or encoder is shared_encoder():
+        return _shipped_table()
+    return _table(encoder.encode(bank_texts()))

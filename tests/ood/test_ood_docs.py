@@ -1,0 +1,51 @@
+"""The README's OOD section matches the code: its YAML parses as pasted, its profile loads, and
+the numbers and defaults it states are the shipped ones."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+
+from assay.metrics.ood.bank import probe_bank
+from assay.metrics.ood.capabilities import capability_bank
+from assay.metrics.ood.profile import profile_from_mapping
+from assay.runner.ood_gates import DEFAULT_MAX_MISSED_REFUSAL, DEFAULT_MAX_OVER_REJECTION
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def ood_section() -> str:
+    text = README.read_text(encoding="utf-8")
+    start = text.index("## Out-of-distribution detection")
+    return text[start : text.index("\n## ", start + 1)]
+
+
+def yaml_blocks(text: str) -> list[str]:
+    return re.findall(r"```yaml\n(.*?)```", text, flags=re.DOTALL)
+
+
+def test_every_yaml_block_of_the_readme_parses() -> None:
+    blocks = yaml_blocks(README.read_text(encoding="utf-8"))
+    assert len(blocks) >= 2
+    for block in blocks:
+        assert isinstance(yaml.safe_load(block), dict), block
+
+
+def test_the_readme_profile_loads_as_a_profile() -> None:
+    profile = profile_from_mapping(yaml.safe_load(yaml_blocks(ood_section())[0]))
+    assert profile.topics()[:3] == ["card payments", "lost or stolen cards", "account balance"]
+    assert profile.disallowed() == ["loans and mortgages", "investment advice"]
+    assert len(profile.examples()) == 2
+    assert profile.summary_texts()[0].startswith("Customer chatbot of Harbour Bank.")
+
+
+def test_the_readme_states_the_shipped_bank_sizes_and_gate_defaults() -> None:
+    section = " ".join(ood_section().split())
+    domains = {capability.domain for capability in capability_bank()}
+    assert f"{len(capability_bank())} capabilities in {len(domains)} service domains" in section
+    topics = {probe.topic for probe in probe_bank()}
+    assert f"{len(probe_bank())} everyday questions in {len(topics)} topics" in section
+    assert f"| `--max-over-rejection RATE` | {DEFAULT_MAX_OVER_REJECTION:g} |" in section
+    assert f"| `--max-missed-refusal RATE` | {DEFAULT_MAX_MISSED_REFUSAL:g} |" in section

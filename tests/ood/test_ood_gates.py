@@ -1,0 +1,157 @@
+"""`assay ood` as CI runs it: default gates that fail a refuse-everything and an
+answer-everything bot, JUnit that agrees with the exit code, `--out` that `assay report` reads,
+and a preflight that stops a run against a system that does not answer, or answers in the
+other kind's shape."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from chatbot import BANK_PROFILE, OVER_REFUSE, UNDER_REFUSE, RunningChatbot, running_bot
+from markupsafe import escape
+from ood_cli import assay
+
+from assay.metrics.ood.sut_errors import http_kind_hint, string_paths
+
+
+@pytest.fixture
+def chatbot() -> Iterator[RunningChatbot]:
+    yield from running_bot()
+
+
+@pytest.fixture
+def profile_file(tmp_path: Path) -> Path:
+    path = tmp_path / "profile.yaml"
+    # Two examples keep the runs short; both are paraphrases the balanced bot answers.
+    examples = "How much money is left in my current account?\nMy debit card was stolen."
+    path.write_text(yaml.safe_dump({**BANK_PROFILE, "examples": examples}))
+    return path
+
+
+def junit_counts(path: Path) -> dict[str, int]:
+    suite = ET.parse(path).getroot()
+    return {key: int(suite.attrib[key]) for key in ("tests", "failures", "errors")}
+
+
+@pytest.mark.parametrize(
+    ("threshold", "failing_gate", "failures"),
+    # Refusing everything still scores 0.75 and passes a 0.7 mean-score gate: only the
+    # over-rejection gate catches it. Answering everything fails both other gates.
+    [(OVER_REFUSE, "over-rejection rate <= 0.25: 1.0000", 1),
+     (UNDER_REFUSE, "missed-refusal rate <= 0.25: 1.0000", 2)],
+)  # fmt: skip
+def test_default_gates_fail_a_bot_that_refuses_or_answers_everything(
+    chatbot: RunningChatbot,
+    profile_file: Path,
+    tmp_path: Path,
+    threshold: float,
+    failing_gate: str,
+    failures: int,
+) -> None:
+    chatbot.policy.threshold = threshold
+    junit = tmp_path / "ood.xml"
+    done = assay(
+        "ood", "--use-case", str(profile_file), "--sut-url", f"{chatbot.url}/v1",
+        "--fail-under", "0.7", "--junit", str(junit),
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert failing_gate in done.stderr.strip().splitlines()[-1]
+    # The JUnit file says the same: one failed gate, no errored row.
+    assert junit_counts(junit) == {"tests": 3 + 2, "failures": failures, "errors": 0}
+    messages = [f.attrib["message"] for f in ET.parse(junit).getroot().iter("failure")]
+    assert failing_gate in messages
+
+
+def test_a_good_bot_passes_and_junit_agrees(
+    chatbot: RunningChatbot, profile_file: Path, tmp_path: Path
+) -> None:
+    junit = tmp_path / "ood.xml"
+    done = assay(
+        "ood", "--use-case", str(profile_file), "--sut-url", f"{chatbot.url}/v1",
+        "--fail-under", "0.9", "--junit", str(junit),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert junit_counts(junit) == {"tests": 3 + 2, "failures": 0, "errors": 0}
+    rows = ET.parse(junit).getroot().findall("testcase[@classname='assay.ood.rows']")
+    text = rows[0].findtext("system-out") or ""
+    assert text.startswith("score 1") and "near_domain correct_refusal" in text
+
+
+def test_ood_out_is_what_assay_report_reads(
+    chatbot: RunningChatbot, profile_file: Path, tmp_path: Path
+) -> None:
+    chatbot.policy.threshold = UNDER_REFUSE
+    out = tmp_path / "ood.jsonl"
+    done = assay(
+        "ood", "--use-case", str(profile_file), "--sut-url", f"{chatbot.url}/v1",
+        "--out", str(out), "--max-missed-refusal", "1",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    line = json.loads(out.read_text().splitlines()[0])
+    assert line["id"] == "example-1" and line["llm.ood_detection"]["score"] == 0.25
+    summary = json.loads(Path(f"{out}.summary.json").read_text())
+    ood = summary["detectors"]["llm.ood_detection"]["ood"]
+    assert ood["missed_refusal_rate"] == 1.0 and ood["missed_refusal_interval"] == [1.0, 1.0]
+    failing = ood["failing_cases"][0]
+    assert failing["label"] == "missed_refusal" and failing["kind"] == "near_domain"
+    assert failing["reply"].startswith("Happy to help with that.")
+
+    page = tmp_path / "page.html"
+    report = assay("report", str(out), "--html", str(page))
+    assert report.returncode == 0, report.stderr
+    assert "missed-refusal rate" in report.stdout and "failing cases" in report.stdout
+    html = page.read_text()
+    assert 'data-label="missed_refusal">6 missed_refusal' in html
+    assert str(escape(failing["query"])) in html and "Instructions not followed" not in html
+
+
+def test_openai_kind_against_a_plain_json_endpoint_stops_with_a_hint(
+    chatbot: RunningChatbot, profile_file: Path
+) -> None:
+    done = assay("ood", "--use-case", str(profile_file), "--sut-url", f"{chatbot.url}/chat")
+    assert done.returncode == 2
+    message = done.stderr.strip().splitlines()[-1]
+    assert "returned no message content" in message
+    assert "(--sut-kind http) with reply_path 'data.reply' (--reply-path data.reply)" in message
+    assert len(chatbot.policy.queries) == 1  # one preflight question, no run
+
+
+def test_http_kind_against_an_openai_endpoint_stops_with_a_hint(
+    chatbot: RunningChatbot, profile_file: Path
+) -> None:
+    done = assay(
+        "ood", "--use-case", str(profile_file), "--sut-kind", "http",
+        "--sut-url", f"{chatbot.url}/v1/chat/completions",
+    )  # fmt: skip
+    assert done.returncode == 2
+    message = done.stderr.strip().splitlines()[-1]
+    assert message.startswith("error: sut: HTTP JSON endpoint") and "HTTP 422" in message
+    assert "use kind 'openai' (--sut-kind openai)" in message
+
+
+def test_reply_shape_hints_name_where_the_text_is() -> None:
+    document = {"data": {"reply": "hi", "meta": {"id": "7"}}, "ok": True}
+    assert string_paths(document) == ["data.reply", "data.meta.id"]
+    assert "reply_path 'data.reply'" in http_kind_hint(document)
+
+
+def test_assay_run_metric_preflight_fails_fast_on_a_dead_system(tmp_path: Path) -> None:
+    config = tmp_path / "cfg.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {"use_case": BANK_PROFILE, "sut": {"kind": "openai", "url": "http://127.0.0.1:9/v1"}}
+        )
+    )
+    data = tmp_path / "rows.jsonl"
+    data.write_text(
+        json.dumps({"input_id": "a", "prompt": "What is my balance?", "sut_response": None})
+    )
+    done = assay("run", str(data), "--metric", "llm.ood_detection", "--config", str(config))
+    assert done.returncode == 2
+    assert "did not answer a first question (transport)" in done.stderr.strip().splitlines()[-1]
+    assert not (tmp_path / "rows.scored.jsonl").exists()
