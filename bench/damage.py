@@ -219,8 +219,11 @@ def _match_case(word: str, like: str) -> str:
 
 
 # A present-tense verb after its subject ("the museum opens", "it carries"), for negation.
-_VERB = re.compile(r"\b(?:it|he|she|this|that|which|who|[a-z]+(?:er|or|ion|ity|ment|ness|um|ue|ee|al))"
-                   r" ([a-z]{3,}(?:es|s))\b", re.I)
+_VERB = re.compile(
+    r"\b(?:it|he|she|this|that|which|who|[a-z]+(?:er|or|ion|ity|ment|ness|um|ue|ee|al))"
+    r" ([a-z]{3,}(?:es|s))\b",
+    re.I,
+)
 _NOT_VERBS = frozenset("is was has does goes always also thus less process its this us".split())
 
 
@@ -249,7 +252,9 @@ def negate(sentence: str, rng: random.Random) -> str | None:
         )
         return sentence[: verb.start(1)] + negative + sentence[verb.end(1) :]
     if aux:
-        return sentence[: aux.end()] + rng.choice([" not", " not", " never"]) + sentence[aux.end() :]
+        return (
+            sentence[: aux.end()] + rng.choice([" not", " not", " never"]) + sentence[aux.end() :]
+        )
     return None
 
 

@@ -47,8 +47,13 @@ PLAN: dict[str, dict[str, tuple[str, ...]]] = {
 
 
 #: Damage kinds also judged without a query (ragchecker rows with the query removed).
-NO_QUERY_KINDS = ("tangent", "other_question", "context_omission", "context_contradiction",
-                  "unsupported_content")
+NO_QUERY_KINDS = (
+    "tangent",
+    "other_question",
+    "context_omission",
+    "context_contradiction",
+    "unsupported_content",
+)
 
 
 @dataclass
@@ -239,8 +244,13 @@ def dev_set() -> DevSet:
     for row in [r for r in damage_rows["completeness"] if r.source == "ragchecker"]:
         if row.kind in NO_QUERY_KINDS:
             damage_rows["completeness"].append(
-                replace(row, id=row.id + "-noquery", query=None, source="ragchecker-noquery",
-                        pair=start + row.pair)
+                replace(
+                    row,
+                    id=row.id + "-noquery",
+                    query=None,
+                    source="ragchecker-noquery",
+                    pair=start + row.pair,
+                )
             )
     data = DevSet({"output_relevance": rel, "completeness": comp_human}, rc_pairs, damage_rows)
     common.CACHE.mkdir(parents=True, exist_ok=True)

@@ -141,6 +141,26 @@ def _negation_flip(a: _Tokens, b: _Tokens) -> bool:
     return False
 
 
+def may_conflict(a: str, b: str) -> bool:
+    """Whether two sentences differ where a contradiction can live: a negation on one side only,
+    or a number, name or opposite word that the other side lacks. A pair that differs in none of
+    these (a paraphrase, a shortened copy) is not read as a contradiction, whatever a model says:
+    the agreement model, trained on edited copies, takes any rewording for an edit."""
+    ta, tb = _Tokens.of(a), _Tokens.of(b)
+    if bool(_NEGATORS & set(ta.low)) != bool(_NEGATORS & set(tb.low)):
+        return True
+    for x, y in ((ta, tb), (tb, ta)):
+        other = set(y.low)
+        for k, token in enumerate(x.low):
+            kind = _kind_of(x, k)
+            if kind == "opposite":
+                if T.OPPOSITES.get(token) in other:
+                    return True
+            elif kind and token not in other:
+                return True
+    return False
+
+
 def _pair_conflicts(a: str, b: str, similarity: float, known: frozenset[str]) -> list[Conflict]:
     ta, tb = _Tokens.of(a), _Tokens.of(b)
     kinds = _substitutions(ta, tb, known)

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
+from assay.judges.embedded.agreement import may_conflict
 from assay.judges.embedded.encoder import Matrix
 
 #: Most similar partners read per sentence (and per context statement).
@@ -66,8 +67,13 @@ def features(
 
     closest: each response sentence's most similar context statement (the one it restates, if
     any). A contradiction is read there: against other statements, "contradicted" mostly means
-    "about a neighbouring fact".
+    "about a neighbouring fact". A pair that differs in no negation, number, name or opposite
+    (`may_conflict`) counts as no contradiction.
     """
+    answers = {
+        pair: p if may_conflict(*pair) else np.array([p[0], 0.0, p[2]], dtype=p.dtype)
+        for pair, p in answers.items()
+    }
     restated = [
         float(answers[(closest[s], s)][1]) for s in sentences if (closest.get(s, ""), s) in answers
     ]
