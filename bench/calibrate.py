@@ -1,72 +1,190 @@
 """Fit the embedded judge's calibration on the dev data and write calibration.json.
 
-Each instruction gets a logistic model over its own evidence features (see
-`assay.judges.embedded.signals.CHECK_FEATURES`). The dev data has response-level labels, not
-per-instruction ones, so every instruction of a detector is fitted to that detector's label:
-- output_relevance: haluquestqa relevance, followed = no expert-flagged irrelevant span;
-- completeness: haluquestqa completeness (followed = no flagged incomplete span; the question
-  stands in as context) plus ragchecker pairs (the more complete response of a non-tie pair
-  = followed, the other = not).
-Out-of-fold (5-fold) AUROC and ECE are printed so the fit can be judged on data it did not see.
+Each instruction gets a sign-constrained logistic model over its own evidence features (see
+`assay.judges.embedded.signals.CHECK_FEATURES`), supervised by two kinds of rows:
+- human labels, which are per response, not per instruction: haluquestqa "no irrelevant span"
+  for the output_relevance checks; for completeness, the more complete answer (1) and the less
+  complete one (0) of each non-tie ragchecker pair, and haluquestqa "no incomplete span";
+- damage pairs (`bench/pairs.py`): a good answer (1) and a copy broken in a way this instruction
+  names (0), which is where contradiction, structure and explanation checks get their signal.
+Human rows are weighted so that both classes weigh the same, and the two kinds of rows weigh the
+same in all: a probability of 0.5 is the point where the evidence for "broken" and "followed"
+balance, which is where a label should flip.
 
-    python bench/calibrate.py [--encoder minilm|e5] [--dry-run]
+Everything is reported out-of-fold: five folds by question group, a fold's rows (and the damaged
+copies made from them) never in the fit that scores them. The shipped model is fitted on all rows.
+
+    python bench/calibrate.py [--dry-run]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from scipy.optimize import minimize
+from sklearn.isotonic import IsotonicRegression
 from sklearn.metrics import roc_auc_score
 
 import common
 from assay.detectors import DETECTORS
+from assay.judges.embedded.calibration import recalibrate
 from assay.judges.embedded.signals import feature_names, feature_signs
+from pairs import FOLDS, DevSet, Row, dev_set, fold_of
 
 OUTPUT = common.ROOT / "src" / "assay" / "judges" / "embedded" / "calibration.json"
-#: Inverse L2 strength: features are few and standardised, so a mild penalty suffices.
+ENCODER = "minilm"
+#: Inverse L2 strength on standardised features.
 REGULARISATION = 1.0
-PAIRS = [0]  # how many ragchecker pairs the completeness set ends with (set by training_sets)
+#: Weight of haluquestqa completeness rows (question as context; a weak label) in the
+#: completeness human part, relative to ragchecker pair members.
+HQ_COMPLETENESS_WEIGHT = 0.5
+#: Share of a check's total weight carried by human-labelled rows when it also has damage pairs.
+#: Checks whose human label measures them closely lean on it (a strict threshold that ranks real
+#: answers); the others lean on the damage pairs (a threshold between real and broken answers).
+#: Chosen by watching the out-of-fold figures of this script and bench/sanity.py.
+HUMAN_SHARE = {
+    "core_intent": 0.3,
+    "prioritize_relevant": 0.7,
+    "no_tangents": 0.7,
+    "no_misinterpretation": 0.3,
+    "query_aspects": 0.3,
+    "key_information": 0.5,
+    "no_omissions": 0.2,
+    "faithful_interpretation": 0.05,
+    "clear_structure": 0.2,
+    "explains_when_needed": 0.2,
+    "no_contradiction": 0.05,
+    "accurate_and_focused": 0.2,
+}
 
 
-def training_sets(encoder: str) -> dict[str, tuple[list[dict[str, float]], np.ndarray, np.ndarray]]:
-    """detector -> (feature rows, outcomes, group ids for folds)."""
-    rel = common.relevance_rows()
-    rel_features = common.features(
-        encoder, "output_relevance", ((r["query"], r["response"], r["context"]) for r in rel)
-    )
-    comp = common.completeness_rows()
-    comp_features = common.features(
-        encoder, "completeness", ((r["query"], r["response"], r["context"]) for r in comp)
-    )
-    pairs = [p for p in common.pairwise_rows() if p["label"] != 0]
-    PAIRS[:] = [len(pairs)]
-    a = common.features(
-        encoder, "completeness", ((p["query"], p["a"], p["context"]) for p in pairs)
-    )
-    b = common.features(
-        encoder, "completeness", ((p["query"], p["b"], p["context"]) for p in pairs)
-    )
-    pair_rows, pair_outcomes = [], []
-    for p, fa, fb in zip(pairs, a, b, strict=True):
-        pair_rows += [fa, fb]
-        pair_outcomes += [p["label"] < 0, p["label"] > 0]
-    return {
-        "output_relevance": (
-            rel_features,
-            np.array([r["positive"] for r in rel], float),
-            np.arange(len(rel)) // 2,
-        ),
-        "completeness": (
-            comp_features + pair_rows,
-            np.array([r["positive"] for r in comp] + pair_outcomes, float),
-            np.concatenate([np.arange(len(comp)) // 2, 10_000 + np.arange(len(pair_rows)) // 2]),
-        ),
-    }
+@dataclass
+class Table:
+    """One detector's rows (human, then damage) with their features, folds and supervision."""
+
+    detector: str
+    rows: list[Row]
+    features: list[dict[str, float]]
+    folds: np.ndarray
+    n_human: int
+    #: check -> (row indices, targets, weights)
+    supervision: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]
+
+
+#: Which ragchecker human judgement supervises each completeness check (the others use
+#: completeness, plus haluquestqa's incomplete spans).
+JUDGED_BY = {
+    "faithful_interpretation": "correctness",
+    "no_contradiction": "correctness",
+    "accurate_and_focused": "correctness",
+    "clear_structure": "overall",
+    "explains_when_needed": "overall",
+}
+
+
+def _human_targets(
+    data: DevSet, detector: str, check: str
+) -> tuple[list[int], list[float], list[float]]:
+    rows = data.human[detector]
+    if detector == "output_relevance":
+        return list(range(len(rows))), [r.human or 0.0 for r in rows], [1.0] * len(rows)
+    judgement = JUDGED_BY.get(check, "completeness")
+    index, y, w = [], [], []
+    for a, b, judged in data.human_pairs:
+        if judged[judgement] == 0:
+            continue
+        index += [a, b]
+        y += [float(judged[judgement] < 0), float(judged[judgement] > 0)]
+        w += [1.0, 1.0]
+    if judgement != "completeness":
+        return index, y, w
+    for i, r in enumerate(rows):
+        if r.source == "haluquestqa" and r.human is not None:
+            index.append(i)
+            y.append(r.human)
+            w.append(HQ_COMPLETENESS_WEIGHT)
+    return index, y, w
+
+
+def _balanced(y: np.ndarray, w: np.ndarray, total: float) -> np.ndarray:
+    """Weights rescaled so each class sums to total / 2."""
+    out = w.copy()
+    for cls in (0.0, 1.0):
+        mask = y == cls
+        if mask.any():
+            out[mask] *= (total / 2) / w[mask].sum()
+    return out
+
+
+#: The agreement model is cross-fitted: rows of one half of the folds are read by a model
+#: trained on the other half (`bench/train_agreement.py --folds ...`), never by one that saw them.
+HALVES = (frozenset({0, 1}), frozenset({2, 3, 4}))
+MODELS = common.CACHE / "models"
+
+
+def agreement_model_for(fold: int) -> Path:
+    other = next(h for h in HALVES if fold not in h)
+    path = MODELS / f"agreement-folds{''.join(map(str, sorted(other)))}.onnx"
+    if not path.exists():
+        raise SystemExit(
+            f"{path} is missing: train it with `make train-agreement` (see bench/train_agreement.py)"
+        )
+    return path
+
+
+def cross_fitted_features(detector: str, rows: list[Row]) -> list[dict[str, float]]:
+    if detector == "output_relevance":  # reads no sentence pairs
+        return common.features(ENCODER, detector, ((r.query, r.response, r.context) for r in rows))
+    out: list[dict[str, float] | None] = [None] * len(rows)
+    for half in HALVES:
+        index = [i for i, r in enumerate(rows) if r.fold in half]
+        items = ((rows[i].query, rows[i].response, rows[i].context) for i in index)
+        model = agreement_model_for(next(iter(half)))
+        for i, f in zip(index, common.features(ENCODER, detector, items, model), strict=True):
+            out[i] = f
+    return [f for f in out if f is not None]
+
+
+def build_table(data: DevSet, detector: str) -> Table:
+    human, damaged = data.human[detector], data.damage[detector]
+    rows = human + damaged
+    feats = cross_fitted_features(detector, rows)
+    supervision = {}
+    for instruction in DETECTORS[detector].instructions:
+        check = instruction.check
+        h_index, h_y, h_w = _human_targets(data, detector, check)
+        y_h, w_h = np.array(h_y), np.array(h_w)
+        d_index = [
+            len(human) + i for i, r in enumerate(damaged) if check in _targets(r.kind, detector)
+        ]
+        y_d = np.array([0.0 if rows[i].damaged else 1.0 for i in d_index])
+        # Each kind of damage weighs the same for a check, however many pairs it has.
+        kinds = Counter(rows[i].kind for i in d_index)
+        w_d = np.array([len(d_index) / (len(kinds) * kinds[rows[i].kind]) for i in d_index])
+        total = len(h_index) + len(d_index)
+        human_share = HUMAN_SHARE[check] if d_index else 1.0
+        parts = [_balanced(y_h, w_h, total * human_share)]
+        if d_index:
+            parts.append(_balanced(y_d, w_d, total * (1 - human_share)))
+        supervision[check] = (
+            np.array(h_index + d_index),
+            np.concatenate([y_h, y_d]),
+            np.concatenate(parts),
+        )
+    folds = np.array([r.fold for r in rows])
+    return Table(detector, rows, feats, folds, len(human), supervision)
+
+
+def _targets(kind: str, detector: str) -> tuple[str, ...]:
+    import damage
+
+    return damage.KIND_BY_NAME[kind].targets.get(detector, ())
 
 
 def fit(
@@ -76,18 +194,19 @@ def fit(
 
     weights: optional per-row weights of the loss (default: every row counts once).
     """
-    rows = np.ones(len(y)) if weights is None else weights
-    mean = x.mean(axis=0)
-    scale = x.std(axis=0)
+    w = np.ones(len(y)) if weights is None else weights
+    mean = np.average(x, axis=0, weights=w)
+    scale = np.sqrt(np.average((x - mean) ** 2, axis=0, weights=w))
     scale[scale < 1e-9] = 1.0
     z = (x - mean) / scale
+    w = w / w.mean()
 
     def loss(params: np.ndarray) -> tuple[float, np.ndarray]:
         logits = params[0] + z @ params[1:]
         p = 1.0 / (1.0 + np.exp(-logits))
-        value = (rows * (np.logaddexp(0, logits) - y * logits)).sum()
+        value = (w * (np.logaddexp(0, logits) - y * logits)).sum()
         value += 0.5 * (params[1:] ** 2).sum() / REGULARISATION
-        grad_logits = rows * (p - y)
+        grad_logits = w * (p - y)
         grad = np.concatenate(
             [[grad_logits.sum()], z.T @ grad_logits + params[1:] / REGULARISATION]
         )
@@ -95,91 +214,191 @@ def fit(
 
     bounds = [(None, None)] + [(0, None) if s > 0 else (None, 0) for s in signs]
     result = minimize(loss, np.zeros(len(signs) + 1), jac=True, method="L-BFGS-B", bounds=bounds)
-    return {
+    spec = {
         "mean": mean.round(6).tolist(),
         "scale": scale.round(6).tolist(),
         "weights": result.x[1:].round(6).tolist(),
         "bias": round(float(result.x[0]), 6),
     }
+    return spec
+
+
+def curve(z: np.ndarray, y: np.ndarray, w: np.ndarray) -> dict[str, list[float]]:
+    """A monotone recalibration of the logit: isotonic regression of the outcome on z, whose
+    blocks become knots (block's mean z, block's rate); linear between them."""
+    keep = w > 0
+    z, y, w = z[keep], y[keep], w[keep]
+    iso = IsotonicRegression(y_min=0.002, y_max=0.998, out_of_bounds="clip")
+    fitted = iso.fit(z, y, sample_weight=w).predict(z)
+    knots_z, knots_p = [], []
+    for value in np.unique(fitted):
+        block = fitted == value
+        knots_z.append(float(np.average(z[block], weights=w[block])))
+        knots_p.append(float(value))
+    if len(knots_z) < 2:
+        return {}
+    return {"curve_z": np.round(knots_z, 5).tolist(), "curve_p": np.round(knots_p, 5).tolist()}
+
+
+def logit(spec: dict[str, Any], x: np.ndarray) -> np.ndarray:
+    return spec["bias"] + ((x - np.array(spec["mean"])) / np.array(spec["scale"])) @ np.array(
+        spec["weights"]
+    )
 
 
 def predict(spec: dict[str, Any], x: np.ndarray) -> np.ndarray:
-    z = spec["bias"] + ((x - np.array(spec["mean"])) / np.array(spec["scale"])) @ np.array(
-        spec["weights"]
-    )
-    return 1.0 / (1.0 + np.exp(-z))
+    z = logit(spec, x)
+    if spec.get("curve_z"):
+        return recalibrate(z, spec["curve_z"], spec["curve_p"])
+    return 1.0 / (1.0 + np.exp(-np.clip(z, -40, 40)))
 
 
-def out_of_fold(
+def fit_check(table: Table, check: str, train: np.ndarray) -> dict[str, Any]:
+    index, y, w = table.supervision[check]
+    keep = train[table.folds[index]]
+    x = common.matrix([table.features[i] for i in index[keep]], feature_names(check))
+    spec = fit(x, y[keep], feature_signs(check), w[keep])
+    return spec | curve(logit(spec, x), y[keep], w[keep])
+
+
+def grouped_out_of_fold(
     x: np.ndarray, y: np.ndarray, groups: np.ndarray, signs: tuple[int, ...]
 ) -> np.ndarray:
-    """Probabilities for each row from a model that never saw the row (or its pair)."""
-    oof = np.zeros(len(y))
-    unique = np.unique(groups)
-    rng = np.random.default_rng(0)
-    fold_of = dict(zip(unique, rng.permutation(len(unique)) % 5, strict=True))
-    folds = np.array([fold_of[g] for g in groups])
-    for k in range(5):
+    """Out-of-fold probabilities of a plain fit (no curve), five folds by group."""
+    folds = np.array([fold_of(str(g)) for g in groups])
+    out = np.zeros(len(y))
+    for k in range(FOLDS):
         test = folds == k
-        oof[test] = predict(fit(x[~test], y[~test], signs), x[test])
-    return oof
+        out[test] = predict(fit(x[~test], y[~test], signs), x[test])
+    return out
 
 
-def calibrate(encoder: str) -> tuple[dict[str, Any], dict[str, dict[str, np.ndarray]]]:
-    """Fitted calibration (all data) and out-of-fold probabilities per detector and check."""
-    calibration: dict[str, Any] = {"encoder": encoder, "checks": {}}
-    oof: dict[str, dict[str, np.ndarray]] = {}
-    for detector, (rows, y, groups) in training_sets(encoder).items():
-        oof[detector] = {"_outcome": y}
-        if detector == "completeness":
-            pair_outcomes = y[len(y) - 2 * PAIRS[0] :: 2]
-            oof[detector]["_pairs"] = pair_outcomes == 0  # a lost: b is more complete
-        for instruction in DETECTORS[detector].instructions:
-            names, signs = feature_names(instruction.check), feature_signs(instruction.check)
-            x = common.matrix(rows, names)
-            calibration["checks"][instruction.check] = {"features": list(names), **fit(x, y, signs)}
-            oof[detector][instruction.check] = out_of_fold(x, y, groups, signs)
-    return calibration, oof
+def out_of_fold(table: Table) -> np.ndarray:
+    """P(followed) for every row and check, each from a model fitted without the row's fold."""
+    checks = [i.check for i in DETECTORS[table.detector].instructions]
+    out = np.zeros((len(table.rows), len(checks)))
+    for k in range(FOLDS):
+        train = np.arange(FOLDS) != k
+        test = table.folds == k
+        for c, check in enumerate(checks):
+            spec = fit_check(table, check, train)
+            x = common.matrix(
+                [f for f, t in zip(table.features, test, strict=True) if t], feature_names(check)
+            )
+            out[test, c] = predict(spec, x)
+    return out
 
 
-def detector_summary(oof: dict[str, dict[str, np.ndarray]]) -> str:
-    """Detector-level out-of-fold quality: what the shipped detectors would score on unseen rows."""
-    lines = ["| detector | measure | out-of-fold value |", "|---|---|---|"]
-    for detector, columns in oof.items():
-        y = columns["_outcome"]
-        probs = np.array([p for check, p in columns.items() if not check.startswith("_")])
-        mean_p, score = probs.mean(axis=0), (probs >= 0.5).mean(axis=0)
-        lines.append(
-            f"| {detector} | AUROC of mean follow_probability | {roc_auc_score(y, mean_p):.3f} |"
+def fit_all(table: Table) -> dict[str, Any]:
+    train = np.ones(FOLDS, bool)
+    return {
+        i.check: {"features": list(feature_names(i.check)), **fit_check(table, i.check, train)}
+        for i in DETECTORS[table.detector].instructions
+    }
+
+
+def weighted_ece(p: np.ndarray, y: np.ndarray, w: np.ndarray, bins: int = 10) -> float:
+    which = np.clip((p * bins).astype(int), 0, bins - 1)
+    total = 0.0
+    for b in range(bins):
+        m = which == b
+        if m.any():
+            total += w[m].sum() * abs(
+                np.average(p[m], weights=w[m]) - np.average(y[m], weights=w[m])
+            )
+    return float(total / w.sum())
+
+
+def pairwise(good: np.ndarray, bad: np.ndarray) -> float:
+    """Share of pairs where the good side is higher; ties count half (a constant scores 0.5)."""
+    return float(((good > bad) + 0.5 * (good == bad)).mean())
+
+
+def human_table(table: Table, probs: np.ndarray, data: DevSet) -> list[tuple[str, str, str]]:
+    """Detector-level figures on the human labels: (data, measure, value)."""
+    h = probs[: table.n_human]
+    score, mean_p = (h >= 0.5).mean(axis=1), h.mean(axis=1)
+    rows = table.rows[: table.n_human]
+    out = []
+    if table.detector == "output_relevance":
+        y = np.array([r.human for r in rows])
+        out += [
+            ("haluquestqa/relevance", "AUROC of score", f"{roc_auc_score(y, score):.3f}"),
+            (
+                "haluquestqa/relevance",
+                "AUROC of mean follow_probability",
+                f"{roc_auc_score(y, mean_p):.3f}",
+            ),
+        ]
+    else:
+        decided = [p for p in data.human_pairs if p[2]["completeness"] != 0]
+        a = np.array([p[0] for p in decided])
+        b = np.array([p[1] for p in decided])
+        b_wins = np.array([p[2]["completeness"] > 0 for p in decided])
+        good = np.where(b_wins, score[b], score[a])
+        worse = np.where(b_wins, score[a], score[b])
+        good_m = np.where(b_wins, mean_p[b], mean_p[a])
+        worse_m = np.where(b_wins, mean_p[a], mean_p[b])
+        broken = np.where(good == worse, good_m > worse_m, good > worse)
+        out += [
+            (
+                "ragchecker non-tie pairs",
+                "pairwise accuracy of score (ties count 0.5)",
+                f"{pairwise(good, worse):.3f}",
+            ),
+            (
+                "ragchecker non-tie pairs",
+                "pairwise accuracy of score, ties broken by mean follow_probability",
+                f"{broken.mean():.3f}",
+            ),
+            (
+                "ragchecker non-tie pairs",
+                "pairwise accuracy of mean follow_probability",
+                f"{pairwise(good_m, worse_m):.3f}",
+            ),
+        ]
+        hq = [i for i, r in enumerate(rows) if r.source == "haluquestqa"]
+        y = np.array([rows[i].human for i in hq])
+        out += [
+            (
+                "haluquestqa/completeness (question as context)",
+                "AUROC of score",
+                f"{roc_auc_score(y, score[hq]):.3f}",
+            ),
+            (
+                "haluquestqa/completeness (question as context)",
+                "AUROC of mean follow_probability",
+                f"{roc_auc_score(y, mean_p[hq]):.3f}",
+            ),
+        ]
+    return out
+
+
+def check_table(table: Table, probs: np.ndarray) -> list[tuple[str, ...]]:
+    """Per instruction: out-of-fold AUROC and ECE on its own supervision, spread over dev rows."""
+    out = []
+    for c, instruction in enumerate(DETECTORS[table.detector].instructions):
+        index, y, w = table.supervision[instruction.check]
+        p = probs[index, c]
+        human = index < table.n_human
+        hp = probs[: table.n_human, c]
+        out.append(
+            (
+                instruction.check,
+                f"{roc_auc_score(y[human], p[human]):.3f}",
+                f"{roc_auc_score(y[~human], p[~human]):.3f}" if (~human).any() else "—",
+                f"{weighted_ece(p, y, w):.3f}",
+                f"{weighted_ece(p[human], y[human], np.ones(human.sum())):.3f}",
+                f"{hp.std():.3f}",
+                f"{(hp >= 0.5).mean():.2f}",
+            )
         )
-        lines.append(f"| {detector} | AUROC of score | {roc_auc_score(y, score):.3f} |")
-        lines.append(
-            f"| {detector} | ECE of follow_probability | {common.expected_calibration_error(probs.ravel(), np.tile(y, len(probs))):.3f} |"
-        )
-        if detector == "completeness":
-            n_pairs = len(columns["_pairs"]) if "_pairs" in columns else 0
-            if n_pairs:
-                ranked = score + 1e-3 * mean_p  # score decides; mean probability breaks ties
-                a, b = ranked[-2 * n_pairs :: 2], ranked[-2 * n_pairs + 1 :: 2]
-                accuracy = ((b > a) == columns["_pairs"]).mean()
-                lines.append(
-                    f"| completeness | ragchecker pairwise accuracy (non-tie pairs) | {accuracy:.3f} |"
-                )
-    return "\n".join(lines)
+    return out
 
 
-def report(oof: dict[str, dict[str, np.ndarray]]) -> str:
-    lines = [
-        "| detector | instruction check | out-of-fold AUROC | out-of-fold ECE |",
-        "|---|---|---|---|",
-    ]
-    for detector, columns in oof.items():
-        y = columns["_outcome"]
-        for check, p in columns.items():
-            if not check.startswith("_"):
-                lines.append(
-                    f"| {detector} | {check} | {roc_auc_score(y, p):.3f} | {common.expected_calibration_error(p, y):.3f} |"
-                )
+def markdown(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
     return "\n".join(lines)
 
 
@@ -187,22 +406,44 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--encoder", default="minilm", choices=["minilm", "e5"])
     parser.add_argument(
         "--dry-run", action="store_true", help="print, do not write calibration.json"
     )
+    parser.add_argument(
+        "--detector", choices=list(DETECTORS), help="only this one (implies --dry-run)"
+    )
     args = parser.parse_args()
-    calibration, oof = calibrate(args.encoder)
-    table = detector_summary(oof) + "\n\n" + report(oof)
-    print(table)
-    if not args.dry_run:
+    data = dev_set()
+    calibration: dict[str, Any] = {"encoder": ENCODER, "checks": {}}
+    sections = []
+    for detector in [args.detector] if args.detector else DETECTORS:
+        table = build_table(data, detector)
+        probs = out_of_fold(table)
+        calibration["checks"].update(fit_all(table))
+        sections.append(
+            f"### {detector}\n\n"
+            + markdown(("data", "measure", "out-of-fold value"), human_table(table, probs, data))
+        )
+        sections.append(
+            markdown(
+                (
+                    "instruction",
+                    "AUROC, human labels",
+                    "AUROC, damage pairs",
+                    "ECE, its fit rows (weighted)",
+                    "ECE, human labels (natural prior)",
+                    "std of p over dev rows",
+                    "share labelled true",
+                ),
+                check_table(table, probs),
+            )
+        )
+    text = "\n\n".join(sections)
+    print(text)
+    if not args.dry_run and not args.detector:
         Path(OUTPUT).write_text(json.dumps(calibration, indent=1) + "\n")
         print(f"wrote {OUTPUT.relative_to(common.ROOT)}")
-        common.write_section(
-            f"Calibration fit ({args.encoder})",
-            "`python bench/calibrate.py` — 5-fold out-of-fold quality of each instruction's "
-            "calibrated probability against its detector's response-level dev label.\n\n" + table,
-        )
+        common.write_section("Calibration fit", __doc__.split("\n\n    python")[0] + "\n\n" + text)
 
 
 if __name__ == "__main__":

@@ -18,8 +18,8 @@ import numpy as np
 
 from assay.detectors import DETECTORS
 from assay.judges.base import Question
-from assay.judges.embedded import signals, text
-from assay.judges.embedded.encoder import Encoder
+from assay.judges.embedded.agreement_model import MODEL_FILE, AgreementModel
+from assay.judges.embedded.encoder import Encoder, Kind
 from assay.judges.embedded.judge import gather
 from encoders import bench_encoder
 
@@ -111,36 +111,129 @@ def questions(
     ]
 
 
+class CachedEncoder:
+    """An encoder whose vectors are kept on disk, so that editing a feature recomputes features
+    in seconds instead of re-encoding every text."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.inner: Encoder | None = None
+        self.model_id = name
+        self.path = CACHE / f"vectors-{name}.npz"
+        self.index: dict[str, int] = {}
+        self.vectors = np.zeros((0, 384), np.float32)
+        if self.path.exists():
+            saved = np.load(self.path, allow_pickle=False)
+            self.vectors = saved["vectors"]
+            self.index = {t: i for i, t in enumerate(saved["texts"].tolist())}
+        self.dirty = False
+
+    def encode(self, texts: Sequence[str], kind: Kind = "passage") -> np.ndarray:
+        missing = list(dict.fromkeys(t for t in texts if t not in self.index))
+        if missing:
+            if self.inner is None:
+                self.inner = bench_encoder(self.name)
+            fresh = self.inner.encode(missing, kind)
+            base = len(self.vectors)
+            self.vectors = np.concatenate([self.vectors, fresh.astype(np.float32)])
+            self.index.update({t: base + i for i, t in enumerate(missing)})
+            self.dirty = True
+        return self.vectors[[self.index[t] for t in texts]]
+
+    def save(self) -> None:
+        if self.dirty:
+            CACHE.mkdir(parents=True, exist_ok=True)
+            texts = np.array(sorted(self.index, key=self.index.__getitem__), dtype=str)
+            np.savez(self.path, vectors=self.vectors, texts=texts)
+            self.dirty = False
+
+
+class CachedAgreement:
+    """An agreement model whose answers are kept on disk (keyed by the model file's hash)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.store: Path | None = None
+        self.answers: dict[str, list[float]] = {}
+        self.model: AgreementModel | None = None
+        self.dirty = False
+
+    def _open(self) -> None:
+        # Read lazily: output_relevance never asks, and needs no model file.
+        if self.store is None:
+            digest = hashlib.sha256(self.path.read_bytes()).hexdigest()[:16]
+            self.store = CACHE / f"agreement-{digest}.json"
+            if self.store.exists():
+                self.answers = json.loads(self.store.read_text())
+
+    def predict(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        self._open()
+        keys = [json.dumps(p) for p in pairs]
+        missing = [p for p, k in zip(pairs, keys, strict=True) if k not in self.answers]
+        if missing:
+            if self.model is None:
+                self.model = AgreementModel(self.path, sha256=None)
+            fresh = self.model.predict(list(dict.fromkeys(missing)))
+            for p, row in zip(dict.fromkeys(missing), fresh, strict=True):
+                self.answers[json.dumps(p)] = [round(float(x), 5) for x in row]
+            self.dirty = True
+        return np.array([self.answers[k] for k in keys], dtype=np.float32).reshape(-1, 3)
+
+    def save(self) -> None:
+        if self.dirty and self.store is not None:
+            self.store.write_text(json.dumps(self.answers))
+            self.dirty = False
+
+
+_ENCODERS: dict[str, CachedEncoder] = {}
+_AGREEMENT: dict[Path, CachedAgreement] = {}
+
+
+def cached_agreement(path: Path) -> CachedAgreement:
+    if path not in _AGREEMENT:
+        _AGREEMENT[path] = CachedAgreement(path)
+    return _AGREEMENT[path]
+
+
+def shipped_agreement_path() -> Path:
+    return ROOT / "src" / "assay" / "judges" / "embedded" / MODEL_FILE
+
+
+def cached_encoder(name: str) -> CachedEncoder:
+    if name not in _ENCODERS:
+        _ENCODERS[name] = CachedEncoder(name)
+    return _ENCODERS[name]
+
+
 def features(
-    encoder_name: str, detector: str, items: Iterable[tuple[str | None, str, Sequence[str]]]
+    encoder_name: str,
+    detector: str,
+    items: Iterable[tuple[str | None, str, Sequence[str]]],
+    agreement: Path | None = None,
 ) -> list[dict[str, float]]:
-    """Evidence features for each (query, response, context), cached on disk per encoder."""
+    """Evidence features for each (query, response, context), from disk-cached embeddings and
+    agreement answers. agreement: the agreement model file (default: the shipped one)."""
     items = list(items)
-    # The key covers the feature code too, so editing a feature never reads stale numbers.
-    code = "".join(Path(module.__file__ or "").read_text() for module in (signals, text))
-    digest = hashlib.sha256(json.dumps([encoder_name, detector, items, code]).encode()).hexdigest()[
-        :16
-    ]
-    cache_file = CACHE / f"{detector}-{encoder_name}-{digest}.json"
-    if cache_file.exists():
-        cached: list[dict[str, float]] = json.loads(cache_file.read_text())
-        return cached
-    encoder: Encoder = bench_encoder(encoder_name)
+    encoder = cached_encoder(encoder_name)
+    model = cached_agreement(agreement or shipped_agreement_path())
     out: list[dict[str, float]] = []
-    for start in range(0, len(items), 32):
-        batch = items[start : start + 32]
+    for start in range(0, len(items), 256):
+        batch = items[start : start + 256]
         qs = [
             q for query, response, ctx in batch for q in questions(detector, query, response, ctx)
         ]
-        evidence = gather(encoder, qs)
+        evidence = gather(encoder, qs, model)  # type: ignore[arg-type]
         for query, response, ctx in batch:
             out.append(dict(evidence[(response, query, tuple(ctx))].features))
         print(
             f"  {detector}/{encoder_name}: {len(out)}/{len(items)} rows", file=sys.stderr, end="\r"
         )
+        if start % 4096 == 0:
+            encoder.save()
+            model.save()
     print(file=sys.stderr)
-    CACHE.mkdir(parents=True, exist_ok=True)
-    cache_file.write_text(json.dumps(out))
+    encoder.save()
+    model.save()
     return out
 
 

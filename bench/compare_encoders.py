@@ -18,7 +18,7 @@ import common
 from assay.detectors import DETECTORS
 from assay.judges.embedded.signals import feature_names, feature_signs
 from assay.judges.embedded.text import split_sentences
-from calibrate import out_of_fold
+from calibrate import grouped_out_of_fold
 from encoders import bench_encoder
 
 
@@ -41,7 +41,7 @@ def relevance_quality(name: str) -> tuple[float, float]:
     probs = []
     for instruction in DETECTORS["output_relevance"].instructions:
         x = common.matrix(features, feature_names(instruction.check))
-        probs.append(out_of_fold(x, y, groups, feature_signs(instruction.check)))
+        probs.append(grouped_out_of_fold(x, y, groups, feature_signs(instruction.check)))
     p = np.array(probs)
     return roc_auc_score(y, p.mean(axis=0)), common.expected_calibration_error(
         p.ravel(), np.tile(y, len(p))

@@ -11,6 +11,8 @@ import pytest
 
 from assay.detectors import DETECTORS
 from assay.detectors.evaluate import detect_items, parse_items, questions_for
+from assay.judges.embedded.agreement import may_conflict
+from assay.judges.embedded.agreement_model import LABELS, AgreementModel, load_agreement_model
 from assay.judges.embedded.calibration import load_calibration, parse
 from assay.judges.embedded.encoder import Kind, Matrix, ModelFileError, load_encoder, verified
 from assay.judges.embedded.judge import EmbeddedJudge
@@ -111,9 +113,13 @@ async def test_missing_context_statements_are_quoted() -> None:
     [result] = await run([completeness(ONE_FACT)])
     entries = result["completeness"]["instructions_list"]
     assert isinstance(entries, list)
-    key_info = next(e for e in entries if "key information" in e["instruction"])
-    assert "missing:" in key_info["explanation"]
-    assert "Sale items are final" in key_info["explanation"]
+    # no_omissions is the instruction that names omitted context (key_information judges
+    # whether the *key* statements are there, and is lenient on a one-fact answer).
+    checks = [i.check for i in DETECTORS["completeness"].instructions]
+    omissions = entries[checks.index("no_omissions")]
+    assert not omissions["label"]
+    assert "missing:" in omissions["explanation"]
+    assert "Sale items are final" in omissions["explanation"]
 
 
 async def test_one_encoder_call_per_request() -> None:
@@ -180,3 +186,62 @@ def test_calibration_fitted_on_other_features_is_rejected() -> None:
 )
 def test_sentence_splitting(text: str, expected: list[str]) -> None:
     assert split_sentences(text) == expected
+
+
+def test_agreement_model_file_must_match_its_pinned_sha256(tmp_path: Path) -> None:
+    fake = tmp_path / "agreement.onnx"
+    fake.write_bytes(b"not a model")
+    with pytest.raises(ModelFileError, match="expected"):
+        AgreementModel(fake)
+
+
+def test_a_negation_is_read_as_a_contradiction_and_a_restatement_is_not() -> None:
+    model = load_agreement_model()
+    statement = "The museum opens at 9 am every day except Monday."
+    negated_text = "The museum does not open at 9 am every day except Monday."
+    negated, unrelated = model.predict(
+        [
+            (statement, negated_text),
+            (statement, "Bananas are rich in potassium and are picked green."),
+        ]
+    )
+    supported, contradicted, neither = (LABELS.index(x) for x in LABELS)
+    assert negated[contradicted] > negated[supported]
+    assert unrelated.argmax() == neither
+    # The model alone takes any copy for an edit (it was trained on edited copies), so a pair
+    # that differs in no negation, number, name or opposite is never read as a contradiction.
+    assert may_conflict(statement, negated_text)
+    assert may_conflict(statement, "The museum opens at 11 am every day except Monday.")
+    assert not may_conflict(statement, statement)
+    assert not may_conflict(statement, "Every day except Monday the museum opens at 9 am.")
+
+
+async def test_a_paraphrase_of_the_context_is_no_contradiction() -> None:
+    [result] = await run([completeness(FULL)])
+    entries = result["completeness"]["instructions_list"]
+    assert isinstance(entries, list)
+    checks = [i.check for i in DETECTORS["completeness"].instructions]
+    for check in ("faithful_interpretation", "no_contradiction"):
+        entry = entries[checks.index(check)]
+        assert entry["label"], entry["explanation"]
+        assert "contradicts" not in entry["explanation"]
+
+
+def test_one_agreement_model_call_per_request() -> None:
+    calls: list[int] = []
+
+    class Counting:
+        def __init__(self) -> None:
+            self.inner = load_agreement_model()
+
+        def predict(self, pairs: Sequence[tuple[str, str]]) -> object:
+            calls.append(len(pairs))
+            return self.inner.predict(pairs)
+
+    judge = EmbeddedJudge(agreement=Counting())  # type: ignore[arg-type]
+    items = parse_items([completeness(FULL), completeness(ONE_FACT), relevance(OFF_TOPIC)])
+    questions = [
+        q for item in items for name in item.config for q in questions_for(item, DETECTORS[name])
+    ]
+    judge.answer_sync(questions)
+    assert len(calls) == 1 and calls[0] > 0

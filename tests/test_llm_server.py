@@ -157,7 +157,7 @@ async def test_results_have_the_detector_contract(proxy: CountingProxy, tmp_path
             **{k: v for k, v in row.items() if k != "id"},
             "config": {
                 "output_relevance": {"judge": "openai", "explain": True},
-                "completeness": {"judge": "openai"},
+                "completeness": {"judge": "openai", "explain": False},
             },
         }
         for row in ROWS

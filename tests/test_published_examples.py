@@ -134,6 +134,9 @@ def test_decorator_example(examples: dict[str, str], capsys: pytest.CaptureFixtu
     off_topic = result.detect_response.output_relevance
     assert isinstance(off_topic["score"], float)
     assert_relevance_contract(off_topic)
+    # An answer about the Eiffel Tower follows none of the relevance instructions.
+    assert off_topic["score"] == 0.0
+    assert all(entry["explanation"] for entry in off_topic["instructions_list"])
 
     # The page's answer is about the Eiffel Tower; a real answer must look more relevant.
     query, text, on_topic_result = namespace["output_relevance_test"](

@@ -91,7 +91,8 @@ class DetectorConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     detector_name: StrictStr = Field(default="default", max_length=MAX_NAME_CHARS)
-    explain: StrictBool = False
+    #: Explanations come by default, as in the published completeness example.
+    explain: StrictBool = True
     judge: StrictStr | None = Field(
         default=None,
         max_length=MAX_NAME_CHARS,

@@ -13,7 +13,7 @@ export interface DetectorConfig {
    */
   detector_name?: string;
   /**
-   * Default: false.
+   * Default: true.
    */
   explain?: boolean;
   /**

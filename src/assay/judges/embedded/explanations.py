@@ -1,13 +1,20 @@
-"""One- or two-sentence explanations that cite the evidence behind each verdict."""
+"""One- or two-sentence explanations that cite the evidence behind each verdict.
+
+An explanation is written for the label the user sees (the rounded probability ≥ 0.5): a
+followed instruction's explanation says what the response does right and never reports a
+problem; a broken one names the problem (the sentence, the missing statement, the conflict).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from assay.judges.embedded.signals import Evidence
+from assay.judges.embedded.signals import SEPARATOR, Evidence
 from assay.judges.embedded.text import shorten
+from assay.schema import round_probability
 
-SEPARATOR = "\u241e"
+#: An agreement-model reading at least this sure is quoted as a contradiction.
+CONTRADICTION_QUOTED = 0.5
 
 
 def _quoted(joined: str, limit: int = 2) -> str:
@@ -15,120 +22,162 @@ def _quoted(joined: str, limit: int = 2) -> str:
     return "; ".join(items)
 
 
+def _terms(ev: Evidence) -> str:
+    n = ev.notes
+    return f"{n['covered_query_terms']} of {n['query_terms']} key query terms"
+
+
 def _core_intent(ev: Evidence, ok: bool) -> str:
     f, n = ev.features, ev.notes
-    terms = f"it uses {n['covered_query_terms']} of {n['query_terms']} key query terms"
     if ok:
         return (
-            f"The response engages the query directly (similarity {f['q_resp']:.2f}); "
-            f"its closest sentence is '{shorten(n['best_sentence'])}' and {terms}."
+            f"The response engages the query directly (similarity {f['q_resp']:.2f}), "
+            f"led by '{shorten(n['best_sentence'])}'; it uses {_terms(ev)}."
         )
     missing = f" (missing: {n['missing_query_terms']})" if n["missing_query_terms"] else ""
     return (
-        f"The response does not match the query's intent (similarity {f['q_resp']:.2f}); "
-        f"{terms}{missing}."
+        f"The response does not address the query's intent (similarity {f['q_resp']:.2f}); "
+        f"it uses {_terms(ev)}{missing}."
     )
 
 
 def _prioritize(ev: Evidence, ok: bool) -> str:
     f, n = ev.features, ev.notes
     share = 1 - f["q_offtopic_share"]
-    lead = f"{share:.0%} of its sentences bear on the question"
     if ok:
-        return f"Most of the response is on point: {lead}, led by '{shorten(n['best_sentence'])}'."
-    return f"The response gives weight to less relevant material: only {lead}."
+        return (
+            f"It puts the answer first: '{shorten(n['best_sentence'])}' bears most on the question."
+        )
+    weak = n["offtopic_sentences"] or n["worst_sentence"]
+    return (
+        f"Only {share:.0%} of its sentences bear on the question; "
+        f"it gives room to less relevant material such as {_quoted(weak, 1)}."
+    )
 
 
 def _tangents(ev: Evidence, ok: bool) -> str:
     n = ev.notes
-    if n["offtopic_sentences"]:
-        prefix = "Minor drift only: " if ok else "Unrelated or tangential content: "
-        return prefix + _quoted(n["offtopic_sentences"]) + "."
     if ok:
-        return "Every sentence relates to the query; no tangents found."
-    return f"The weakest sentence, '{shorten(n['worst_sentence'])}', strays from the query."
+        return "Every sentence stays with the query's subject."
+    stray = n["offtopic_sentences"] or n["least_fitting_sentence"]
+    return f"Unrelated or tangential content: {_quoted(stray)}."
 
 
 def _misinterpretation(ev: Evidence, ok: bool) -> str:
     f, n = ev.features, ev.notes
     if ok:
-        return (
-            f"The response keeps the query's meaning: {n['covered_query_terms']} of "
-            f"{n['query_terms']} key terms are addressed (similarity {f['q_resp']:.2f})."
-        )
+        return f"The response keeps the query's meaning: it addresses {_terms(ev)}."
     missing = f"; not addressed: {n['missing_query_terms']}" if n["missing_query_terms"] else ""
     return f"The response may answer a different question (similarity {f['q_resp']:.2f}){missing}."
 
 
 def _aspects(ev: Evidence, ok: bool) -> str:
-    f, n = ev.features, ev.notes
+    n = ev.notes
     if ok:
-        return f"Each part of the query is answered (weakest coverage {f['aspect_cover_min']:.2f})."
-    return (
-        f"Part of the query is left unanswered: '{shorten(n['weakest_aspect'])}' "
-        f"(coverage {f['aspect_cover_min']:.2f})."
-    )
+        return "Each part of the query is answered."
+    if n["weakest_aspect"]:
+        return f"Part of the query is left unanswered: '{shorten(n['weakest_aspect'])}'."
+    missing = _quoted(n["missing_statements"], 1)
+    return f"Much of what the context covers is left unanswered: {missing}."
 
 
 def _coverage(ev: Evidence, ok: bool) -> str:
     n = ev.notes
-    head = f"The response covers {n['covered']} of {n['statements']} context statements"
-    if n["missing_statements"]:
-        return f"{head}; missing: {_quoted(n['missing_statements'])}."
-    return f"{head}." if ok else f"{head}, several only loosely."
+    if ok:
+        restated = f"{n['covered']} of {n['statements']} restated"
+        return f"The response includes the context's key statements ({restated})."
+    head = f"The response covers only {n['covered']} of {n['statements']} context statements"
+    return (
+        f"{head}; missing: {_quoted(n['missing_statements'])}."
+        if n["missing_statements"]
+        else f"{head}."
+    )
+
+
+def _conflict(ev: Evidence) -> str:
+    """The best-evidenced contradiction, with the context or within the response."""
+    n = ev.notes
+    for note, where in (("contradicted_pair", "the context"), ("self_contradicted_pair", "itself")):
+        key = "ctx_contra_max" if where == "the context" else "self_contra_max"
+        if n[note] and ev.features[key] >= CONTRADICTION_QUOTED:
+            first, second = n[note].split(SEPARATOR)
+            return f"'{shorten(second, 120)}' contradicts {where}: '{shorten(first, 120)}'"
+    for note, where in (("context_conflict", "the context"), ("self_conflict", "itself")):
+        if n[note]:
+            kind, first, second = n[note].split(SEPARATOR)
+            return f"'{shorten(second, 120)}' contradicts {where} ({kind}): '{shorten(first, 120)}'"
+    return "its statements do not agree with the context"
 
 
 def _faithful(ev: Evidence, ok: bool) -> str:
-    n = ev.notes
-    if n["unsupported_sentences"] and not ok:
-        return f"Not supported by the context: {_quoted(n['unsupported_sentences'])}."
-    if n["unsupported_sentences"]:
-        return f"Mostly grounded; loosely supported: {_quoted(n['unsupported_sentences'], 1)}."
-    return "Every sentence of the response is supported by a context statement."
+    if ok:
+        return "It reads the context faithfully: its statements agree with what the context says."
+    return f"It misrepresents the context: {_conflict(ev)}."
+
+
+def _contradiction(ev: Evidence, ok: bool) -> str:
+    if ok:
+        return "The response agrees with the context and with itself."
+    return f"Contradiction: {_conflict(ev)}."
 
 
 def _structure(ev: Evidence, ok: bool) -> str:
-    f = ev.features
-    detail = (
-        f"{len(ev.sentences)} sentences averaging {f['mean_sentence_words']:.0f} words, "
-        f"adjacent-sentence coherence {f['adjacent_coherence']:.2f}"
-    )
-    if f["redundancy"] >= 0.9:
-        detail += f", some repetition (max similarity {f['redundancy']:.2f})"
-    return ("Clear structure: " if ok else "Hard to follow: ") + detail + "."
+    f, n = ev.features, ev.notes
+    if ok:
+        return (
+            f"Clear structure: {len(ev.sentences)} sentence(s) averaging "
+            f"{ev.features['mean_sentence_words']:.0f} words, in a coherent order."
+        )
+    problems = []
+    if n["repeated_sentence"]:
+        problems.append(f"it repeats '{shorten(n['repeated_sentence'], 70)}'")
+    if f["long_sentence_share"] > 0:
+        problems.append("it runs several statements into one very long sentence")
+    if f["dependent_opening"]:
+        problems.append(
+            f"it opens with '{shorten(ev.sentences[0], 70)}', which leans on text that is not there"
+        )
+    if f["misplaced_markers"]:
+        problems.append("its ordering words (first, finally, overall) are out of place")
+    if f["lexical_diversity"] < 0.4:
+        problems.append("it repeats the same words over and over")
+    if not problems:
+        problems.append("its sentences do not follow on from one another")
+    return "Hard to follow: " + "; ".join(problems[:2]) + "."
 
 
 def _explains(ev: Evidence, ok: bool) -> str:
     f = ev.features
-    count = round(f["explanation_rate"] * len(ev.sentences))
-    cues = "because, for example, such as…"
-    text = f"{count} explanatory cue(s) ({cues}) in {len(ev.sentences)} sentences"
-    return ("The response explains itself: " if ok else "Little explanation: ") + text + "."
-
-
-def _contradiction(ev: Evidence, ok: bool) -> str:
-    n = ev.notes
-    found = []
-    if n["negation_conflict"]:
-        found.append(f"context vs response: '{shorten(n['negation_conflict'], 140)}'")
-    if n["self_conflict"]:
-        found.append(f"within the response: '{shorten(n['self_conflict'], 140)}'")
-    if n["unsupported_numbers"]:
-        found.append(f"numbers not in the context: {n['unsupported_numbers']}")
-    if not found:
-        return "No conflicting statements or unsupported figures found."
-    return ("Possible conflict, " if ok else "Conflict, ") + "; ".join(found) + "."
+    total = len(ev.sentences)
+    explained = round(f["explained_share"] * total)
+    if ok:
+        if explained:
+            return (
+                f"It explains its points: {explained} of {total} sentence(s) "
+                "give a reason or an example."
+            )
+        return "Its points are simple enough to stand without further explanation."
+    return (
+        f"Its claims come without explanation: {total - explained} of {total} sentence(s) "
+        "give no reason or example (because, for example, such as…)."
+    )
 
 
 def _accurate(ev: Evidence, ok: bool) -> str:
     f, n = ev.features, ev.notes
-    head = (
-        f"Covers {n['covered']} of {n['statements']} context statements; "
-        f"{1 - f['unsupported_share']:.0%} of its sentences are grounded"
+    grounded = 1 - f["unsupported_share"]
+    if ok:
+        return (
+            f"It stays with what the context supports: {grounded:.0%} of its sentences "
+            "are grounded in it."
+        )
+    added = n["ctx_offtopic_sentences"] or n["unsupported_sentences"]
+    if added:
+        return f"It adds content the context does not support: {_quoted(added, 1)}."
+    return (
+        f"It represents the context loosely: only {grounded:.0%} of its sentences "
+        "are grounded in it."
     )
-    if not ok and n["unsupported_sentences"]:
-        return f"{head}; off-context: {_quoted(n['unsupported_sentences'], 1)}."
-    return head + "."
 
 
 EXPLAINERS: dict[str, Callable[[Evidence, bool], str]] = {
@@ -148,4 +197,5 @@ EXPLAINERS: dict[str, Callable[[Evidence, bool], str]] = {
 
 
 def explain(check: str, ev: Evidence, probability: float) -> str:
-    return EXPLAINERS[check](ev, probability >= 0.5)
+    """The explanation for the label the wire will carry (from the rounded probability)."""
+    return EXPLAINERS[check](ev, round_probability(probability) >= 0.5)

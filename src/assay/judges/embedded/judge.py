@@ -7,6 +7,7 @@ import logging
 from collections.abc import Sequence
 
 from assay.judges.base import Judge, Question, Verdict
+from assay.judges.embedded.agreement_model import AgreementModel, load_agreement_model
 from assay.judges.embedded.calibration import Calibration, load_calibration
 from assay.judges.embedded.embedding_cache import shared_encoder
 from assay.judges.embedded.encoder import Encoder, Matrix
@@ -35,15 +36,21 @@ class EmbeddedJudge(Judge):
     encoder: a loaded encoder; by default the one the shipped calibration was fitted for,
         behind the process-wide embedding cache.
     calibration: fitted coefficients; by default the shipped `calibration.json`.
+    agreement: the agreement model the completeness checks read sentence pairs with; by
+        default the shipped one, loaded when a completeness question first comes.
     """
 
     name = "embedded"
 
     def __init__(
-        self, encoder: Encoder | None = None, calibration: Calibration | None = None
+        self,
+        encoder: Encoder | None = None,
+        calibration: Calibration | None = None,
+        agreement: AgreementModel | None = None,
     ) -> None:
         self.calibration = calibration or load_calibration()
         self.encoder = encoder or shared_encoder(self.calibration.encoder)
+        self.agreement = agreement
 
     async def answer(self, questions: Sequence[Question]) -> list[Verdict | JudgeFailure]:
         # Model work is CPU-bound: keep it off the event loop.
@@ -55,7 +62,7 @@ class EmbeddedJudge(Judge):
             failure = JudgeFailure("unsupported", f"embedded judge has no check {unknown[0]!r}")
             return [failure] * len(questions)
         try:
-            evidence = gather(self.encoder, questions)
+            evidence = gather(self.encoder, questions, self.agreement)
         except Exception as error:
             if len(item_groups(questions)) > 1:
                 # One item can break the encoder call for all (a text the tokenizer refuses):
@@ -85,8 +92,16 @@ def _key(question: Question) -> ItemKey:
     return (question.generated_text, question.user_query, question.context)
 
 
-def gather(encoder: Encoder, questions: Sequence[Question]) -> dict[ItemKey, Evidence]:
-    """Build each distinct item's evidence, encoding every text of the batch in one call."""
+def gather(
+    encoder: Encoder,
+    questions: Sequence[Question],
+    agreement: AgreementModel | None = None,
+) -> dict[ItemKey, Evidence]:
+    """Build each distinct item's evidence: every text of the batch is encoded in one call, and
+    every sentence pair the completeness checks need is read by the agreement model in one call.
+
+    agreement: the agreement model; by default the shipped one, loaded when first needed.
+    """
     evidence: dict[ItemKey, Evidence] = {}
     needs: dict[ItemKey, set[str]] = {}
     for question in questions:
@@ -103,8 +118,18 @@ def gather(encoder: Encoder, questions: Sequence[Question]) -> dict[ItemKey, Evi
         row: Matrix = matrix[index[text]]
         return row
 
+    pairs: dict[tuple[str, str], int] = {}
     for key, ev in evidence.items():
         ev.attach(lookup)
+        if "completeness" in needs[key]:
+            for pair in ev.plan_pairs():
+                pairs.setdefault(pair, len(pairs))
+    if pairs:
+        model = agreement or load_agreement_model()
+        answers = model.predict(list(pairs))
+        for ev in evidence.values():
+            ev.agreement = {p: answers[pairs[p]] for p in ev.context_pairs + ev.own_pairs}
+    for key, ev in evidence.items():
         shared_features(ev)
         if "relevance" in needs[key]:
             relevance_features(ev)

@@ -9,11 +9,15 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from assay.judges.embedded import agreement as A
+from assay.judges.embedded import crosscheck as C
+from assay.judges.embedded import form as F
 from assay.judges.embedded import text as T
 from assay.judges.embedded.encoder import Matrix
 
@@ -21,8 +25,12 @@ from assay.judges.embedded.encoder import Matrix
 COVERED = 0.6
 #: A response sentence counts as supported when some context statement is at least this similar.
 SUPPORTED = 0.45
-#: Two sentences this similar say the same thing; a negation on one side only is a conflict.
-ALIGNED = 0.7
+#: A response sentence at least this similar to a context statement restates it.
+ALIGNED = 0.6
+#: A response sentence less similar than this to both the query and the context is off topic.
+OFFTOPIC = 0.3
+#: Joins several quoted sentences in a note (split again by the explanations).
+SEPARATOR = "\u241e"
 #: Context statements considered per item (long contexts keep their first statements).
 MAX_CONTEXT_STATEMENTS = 80
 #: Response sentences considered per item.
@@ -34,38 +42,82 @@ MAX_RESPONSE_SENTENCES = 60
 CHECK_FEATURES: dict[str, tuple[str, ...]] = {
     # output_relevance
     "core_intent": ("+q_resp", "+q_sent_max", "+q_word_cover"),
-    "prioritize_relevant": ("+q_sent_mean", "+q_sent_first", "-q_offtopic_share"),
+    "prioritize_relevant": ("+q_sent_mean", "+q_sent_first", "-q_offtopic_share", "-aside_share"),
     "no_tangents": (
         "+q_sent_min",
         "-q_offtopic_share",
-        "+centroid_min",
+        "+loo_centroid_min",
         "-first_person_share",
+        "-aside_share",
         "-n_sentences_log",
     ),
     "no_misinterpretation": ("+q_resp", "+q_word_cover", "+q_sent_mean"),
     # completeness
     "query_aspects": ("+aspect_cover_min", "+aspect_cover_mean", "+q_resp", "+ctx_cover_mean"),
-    "key_information": ("+ctx_cover_mean", "+ctx_cover_share", "+ctx_cover_min"),
-    "no_omissions": ("+ctx_cover_weighted", "+ctx_cover_share", "+len_ratio", "+words_log"),
-    "faithful_interpretation": (
-        "+resp_support_mean",
-        "+resp_support_min",
-        "-unsupported_share",
-        "-numbers_unsupported",
-    ),
-    "clear_structure": ("+adjacent_coherence", "-redundancy", "-mean_sentence_words"),
-    "explains_when_needed": ("+explanation_rate", "+words_log", "+n_sentences_log"),
-    "no_contradiction": (
-        "-numbers_unsupported",
-        "-negation_conflicts",
-        "-self_conflicts",
-        "+resp_support_min",
-    ),
-    "accurate_and_focused": (
+    "key_information": (
+        "+entailed_cover_mean",
+        "+entailed_cover_share",
         "+ctx_cover_mean",
         "+ctx_cover_share",
+        "+ctx_cover_min",
+        "+ctx_cover_weighted",
+    ),
+    "no_omissions": (
+        "+entailed_cover_mean",
+        "+ctx_cover_weighted",
+        "+ctx_cover_share",
+        "+aspect_cover_min",
+        "+info_ratio",
+        "+informative_words_log",
+    ),
+    "faithful_interpretation": (
+        "-restated_contra_max",
+        "-restated_contra_count",
+        "-ctx_contra_max",
+        "-ctx_conflict_negation",
+        "-ctx_conflict_number",
+        "-ctx_conflict_name",
+        "-ctx_conflict_opposite",
+    ),
+    "clear_structure": (
+        "-redundancy",
+        "-duplicate_share",
+        "-longest_sentence_log",
+        "-long_sentence_share",
+        "+adjacency_gain",
+        "+first_sentence_rank",
+        "-dangling_reference",
+        "+order_agreement",
+        "-dependent_opening",
+        "-misplaced_markers",
+        "+lexical_diversity",
+    ),
+    "explains_when_needed": (
+        "+explanation_markers_log",
+        "+explained_share",
+        "+elaboration",
+        "-explanation_needed",
+        "-unexplained_need",
+    ),
+    "no_contradiction": (
+        "-restated_contra_max",
+        "-restated_contra_count",
+        "-ctx_contra_max",
+        "-self_contra_max",
+        "-self_conflict",
+        "-ctx_conflict_negation",
+        "-ctx_conflict_number",
+        "-ctx_conflict_name",
+        "-ctx_conflict_opposite",
+    ),
+    "accurate_and_focused": (
+        "+entailed_support_mean",
+        "-unsupported_log",
         "+resp_support_mean",
         "-unsupported_share",
+        "-ctx_offtopic_share",
+        "+loo_centroid_min",
+        "+ctx_cover_mean",
     ),
 }
 
@@ -85,15 +137,25 @@ class Evidence:
     response: str
     query: str | None
     context: tuple[str, ...]
+    written: list[str] = field(init=False)
     sentences: list[str] = field(init=False)
     statements: list[str] = field(init=False)
     aspects: list[str] = field(init=False)
     vectors: dict[str, Matrix] = field(default_factory=dict)
     features: dict[str, float] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)
+    conflicts: list[A.Conflict] = field(default_factory=list)
+    #: Sentence pairs for the agreement model, and its answers (set by the judge).
+    context_pairs: list[C.Pair] = field(default_factory=list)
+    own_pairs: list[C.Pair] = field(default_factory=list)
+    agreement: dict[C.Pair, C.Probabilities] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.sentences = T.split_sentences(self.response)[:MAX_RESPONSE_SENTENCES]
+        # Sentences as written (for form: run-ons, lengths), and the units judged for meaning:
+        # the same sentences with run-ons cut at clause boundaries, so that one long sentence
+        # holding many claims is weighed claim by claim.
+        self.written = T.split_sentences(self.response)[:MAX_RESPONSE_SENTENCES]
+        self.sentences = [u for s in self.written for u in T.clauses(s)][:MAX_RESPONSE_SENTENCES]
         statements = [s for doc in self.context for s in T.split_sentences(doc)]
         self.statements = statements[:MAX_CONTEXT_STATEMENTS]
         self.aspects = _query_aspects(self.query) if self.query else []
@@ -123,6 +185,15 @@ class Evidence:
             "context": _mean_vector(statements, self.statements),
         }
 
+    def plan_pairs(self) -> list[C.Pair]:
+        """Choose the sentence pairs the agreement model should read (after `attach`)."""
+        v = self.vectors
+        self.context_pairs = C.context_pairs(
+            self.statements, self.sentences, v["statements"] @ v["sentences"].T
+        )
+        self.own_pairs = C.self_pairs(self.sentences, v["sentences"] @ v["sentences"].T)
+        return self.context_pairs + self.own_pairs
+
 
 def _mean_vector(vectors: Matrix, texts: Sequence[str]) -> Matrix:
     """The unit-length, word-count-weighted mean of `vectors`, as a 1-row matrix."""
@@ -134,22 +205,45 @@ def _mean_vector(vectors: Matrix, texts: Sequence[str]) -> Matrix:
     return unit
 
 
+#: "... and can I ...": a second question joined to the first.
+_JOINED_QUESTION = re.compile(
+    r",?\s+(?:and|or)\s+(?=(?:can|could|do|does|did|is|are|was|were|will|would|should|what|how|"
+    r"when|where|why|which|who)\b)",
+    re.I,
+)
+
+
 def _query_aspects(query: str) -> list[str]:
     """The separate things a query asks: its sentences, and `and`-joined questions split apart."""
-    parts = [p for p in T.split_sentences(query) if T.content_words(p)]
+    parts = [
+        piece.strip()
+        for sentence in T.split_sentences(query)
+        for piece in _JOINED_QUESTION.split(sentence)
+        if T.content_words(piece)
+    ]
     return parts or [query]
 
 
 def shared_features(ev: Evidence) -> None:
-    """Features both detectors use: length and the response's own topical spread."""
-    centroid = ev.vectors["sentences"] @ ev.vectors["response"][0]
-    first_person = [T.first_person(s) for s in ev.sentences]
+    """Features both detectors use: length, asides, and how well each sentence fits the rest."""
+    sentences = ev.vectors["sentences"]
+    n = len(ev.sentences)
+    if n > 1:
+        # Each sentence against the mean of the others: an inserted tangent fits nowhere.
+        total = sentences.sum(axis=0)
+        others = total[None, :] - sentences
+        others /= np.maximum(np.linalg.norm(others, axis=1, keepdims=True), 1e-12)
+        fit = (sentences * others).sum(axis=1)
+    else:
+        fit = np.ones(1, np.float32)
     ev.features.update(
-        n_sentences_log=math.log(len(ev.sentences)),
+        n_sentences_log=math.log(n),
         words_log=math.log(max(T.word_count(ev.response), 1)),
-        centroid_min=float(centroid.min()),
-        first_person_share=sum(first_person) / len(first_person),
+        loo_centroid_min=float(fit.min()),
+        first_person_share=sum(T.first_person(s) for s in ev.sentences) / n,
+        aside_share=sum(T.aside(s) for s in ev.sentences) / n,
     )
+    ev.notes["least_fitting_sentence"] = ev.sentences[int(fit.argmin())]
 
 
 def relevance_features(ev: Evidence) -> None:
@@ -177,7 +271,7 @@ def relevance_features(ev: Evidence) -> None:
     ev.notes.update(
         best_sentence=ev.sentences[best],
         worst_sentence=ev.sentences[worst],
-        offtopic_sentences="\u241e".join(
+        offtopic_sentences=SEPARATOR.join(
             s for s, off in zip(ev.sentences, offtopic, strict=True) if off
         ),
         missing_query_terms=", ".join(sorted(query_words - covered)[:4]),
@@ -187,7 +281,7 @@ def relevance_features(ev: Evidence) -> None:
 
 
 def completeness_features(ev: Evidence) -> None:
-    """Coverage of context statements, support of response sentences, conflicts, structure."""
+    """Coverage of context statements, support of response sentences, conflicts, form."""
     v = ev.vectors
     sentences, statements = v["sentences"], v["statements"]
     pair = statements @ sentences.T  # statements × sentences
@@ -199,31 +293,36 @@ def completeness_features(ev: Evidence) -> None:
         weighted = float((coverage * weights).sum() / weights.sum())
         aspect_cover = (v["aspects"] @ sentences.T).max(axis=1)
         q_resp = float(v["response"][0] @ v["query"][0])
+        topic = sentences @ v["query"][0]
+        on_topic = np.maximum(support, topic)
     else:
         weighted = float(coverage.mean())
         aspect_cover = coverage
         q_resp = float(v["response"][0] @ v["context"][0])
-    response_numbers = T.numbers(ev.response)
-    context_numbers = T.numbers(" ".join(ev.context))
-    unsupported_numbers = response_numbers - context_numbers
-    negation_conflicts = [
-        (ev.statements[i], ev.sentences[j])
-        for i, j in zip(*np.nonzero(pair >= ALIGNED), strict=True)
-        if T.has_negation(ev.statements[i]) != T.has_negation(ev.sentences[j])
-    ]
+        topic = sentences @ v["context"][0]
+        on_topic = support
     self_sims = sentences @ sentences.T
     n = len(ev.sentences)
-    upper = [(i, j) for i in range(n) for j in range(i + 1, n)]
-    self_conflicts = [
-        (i, j)
-        for i, j in upper
-        if self_sims[i, j] >= ALIGNED
-        and T.has_negation(ev.sentences[i]) != T.has_negation(ev.sentences[j])
-    ]
-    adjacent = [float(self_sims[i, i + 1]) for i in range(n - 1)]
-    words = T.word_count(ev.response)
+    # Informative words: on-topic sentences that do not repeat an earlier one.
+    repeated = {k for j in range(n) for k in range(j + 1, n) if self_sims[j, k] >= F.DUPLICATE}
+    informative = sum(
+        T.word_count(s)
+        for k, s in enumerate(ev.sentences)
+        if k not in repeated and on_topic[k] >= OFFTOPIC
+    )
     context_words = max(T.word_count(" ".join(ev.context)), 1)
+    ctx_conflicts = A.context_conflicts(ev.statements, ev.sentences, pair, " ".join(ev.context))
+    own_conflicts = A.self_conflicts(ev.sentences, self_sims)
+    closest = (
+        {ev.sentences[j]: ev.statements[int(pair[:, j].argmax())] for j in range(len(ev.sentences))}
+        if ev.statements
+        else {}
+    )
+    entailed, quotes = C.features(
+        ev.statements, ev.sentences, ev.context_pairs, ev.own_pairs, ev.agreement, closest
+    )
     ev.features.update(
+        **entailed,
         ctx_cover_mean=float(coverage.mean()),
         ctx_cover_min=float(coverage.min()),
         ctx_cover_share=float((coverage >= COVERED).mean()),
@@ -231,29 +330,51 @@ def completeness_features(ev: Evidence) -> None:
         resp_support_mean=float(support.mean()),
         resp_support_min=float(support.min()),
         unsupported_share=float((support < SUPPORTED).mean()),
+        ctx_offtopic_share=float((on_topic < OFFTOPIC).mean()),
         aspect_cover_min=float(aspect_cover.min()),
         aspect_cover_mean=float(aspect_cover.mean()),
         q_resp=q_resp,
-        len_ratio=math.log(max(words, 1) / context_words),
-        numbers_unsupported=len(unsupported_numbers) / max(len(response_numbers), 1),
-        negation_conflicts=min(len(negation_conflicts), 3) / 3.0,
-        self_conflicts=min(len(self_conflicts), 3) / 3.0,
-        mean_sentence_words=words / n,
-        adjacent_coherence=float(np.mean(adjacent)) if adjacent else 1.0,
-        redundancy=max((float(self_sims[i, j]) for i, j in upper), default=0.0),
-        explanation_rate=T.explanation_markers(ev.response) / n,
+        informative_words_log=math.log1p(informative),
+        info_ratio=math.log((informative + 1) / context_words),
+        self_conflict=A.weight(own_conflicts),
+        **{f"ctx_conflict_{kind}": A.weight(ctx_conflicts, kind) for kind in A.CONFLICT_KINDS},
+        **F.structure_features(
+            ev.written,
+            ev.sentences,
+            self_sims,
+            ev.response,
+            [float(x) for x in topic],
+            [int(pair[:, j].argmax()) if support[j] >= ALIGNED else None for j in range(n)],
+        ),
+        # Only sentences on the topic can explain it: a tangent's "because" explains nothing.
+        **F.explanation_features(
+            [u for u, t in zip(ev.sentences, on_topic, strict=True) if t >= OFFTOPIC]
+            or ev.sentences,
+            ev.query,
+        ),
     )
     missing = [ev.statements[i] for i in np.argsort(coverage) if coverage[i] < COVERED]
     unsupported = [ev.sentences[j] for j in np.argsort(support) if support[j] < SUPPORTED]
     ev.notes.update(
         covered=str(int((coverage >= COVERED).sum())),
         statements=str(len(ev.statements)),
-        missing_statements="\u241e".join(missing[:3]),
-        unsupported_sentences="\u241e".join(unsupported[:3]),
+        missing_statements=SEPARATOR.join(missing[:3]),
+        unsupported_sentences=SEPARATOR.join(unsupported[:3]),
+        ctx_offtopic_sentences=SEPARATOR.join(
+            s for s, t in zip(ev.sentences, on_topic, strict=True) if t < OFFTOPIC
+        ),
         weakest_aspect=ev.aspects[int(aspect_cover.argmin())] if ev.aspects else "",
-        unsupported_numbers=", ".join(sorted(unsupported_numbers)[:4]),
-        negation_conflict=" / ".join(negation_conflicts[0]) if negation_conflicts else "",
-        self_conflict=" / ".join(ev.sentences[k] for k in self_conflicts[0])
-        if self_conflicts
-        else "",
+        context_conflict=_describe(ctx_conflicts),
+        self_conflict=_describe(own_conflicts),
+        repeated_sentence=ev.sentences[min(repeated)] if repeated else "",
+        contradicted_pair=SEPARATOR.join(quotes["context"]) if "context" in quotes else "",
+        self_contradicted_pair=SEPARATOR.join(quotes["self"]) if "self" in quotes else "",
     )
+    ev.conflicts = ctx_conflicts + own_conflicts
+
+
+def _describe(conflicts: Sequence[A.Conflict]) -> str:
+    if not conflicts:
+        return ""
+    c = conflicts[0]
+    return f"{c.kind}{SEPARATOR}{c.first}{SEPARATOR}{c.second}"

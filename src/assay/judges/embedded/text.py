@@ -11,8 +11,11 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
 _LIST_MARKER = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 _NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*%?")
+# Negation that flips a statement. "no" and "without" are left out: they mostly quantify
+# ("no longer", "without cost") and paraphrases trade them freely.
 _NEGATION = re.compile(
-    r"\b(?:not|no|never|none|cannot|can't|won't|isn't|aren't|doesn't|don't|didn't|wasn't|weren't|without)\b",
+    r"\b(?:not|never|cannot|can't|won't|isn't|aren't|doesn't|don't|didn't|wasn't|weren't|"
+    r"hasn't|haven't|hadn't|shouldn't|couldn't|wouldn't|mustn't|none|nor)\b",
     re.I,
 )
 _EXPLANATION_MARKERS = re.compile(
@@ -58,6 +61,32 @@ def split_sentences(text: str) -> list[str]:
     return pieces or [text.strip()]
 
 
+#: Sentences longer than this (in words) are cut at clause boundaries into judged units.
+LONG_SENTENCE_WORDS = 45
+MIN_CLAUSE_WORDS = 8
+_CLAUSE_BREAK = re.compile(r"(?:,|;)\s+(?=\S)|\s+(?=(?:and|but|while|whereas)\s)")
+
+
+def clauses(sentence: str) -> list[str]:
+    """A long sentence cut into clauses of at least MIN_CLAUSE_WORDS words (a short sentence
+    whole): a run-on holding many claims is judged claim by claim."""
+    if len(sentence.split()) <= LONG_SENTENCE_WORDS:
+        return [sentence]
+    pieces: list[str] = []
+    start = 0
+    for m in _CLAUSE_BREAK.finditer(sentence):
+        piece = sentence[start : m.start()].strip()
+        if len(piece.split()) >= MIN_CLAUSE_WORDS:
+            pieces.append(piece)
+            start = m.end()
+    rest = sentence[start:].strip()
+    if pieces and len(rest.split()) < MIN_CLAUSE_WORDS:
+        pieces[-1] = sentence[sentence.index(pieces[-1]) :].strip()
+    elif rest:
+        pieces.append(rest)
+    return pieces or [sentence]
+
+
 def content_words(text: str) -> set[str]:
     """Lower-cased words that carry meaning (no stopwords, no one-letter tokens)."""
     return {w for w in _WORD.findall(text.lower()) if len(w) > 2 and w not in STOPWORDS}
@@ -79,6 +108,18 @@ def first_person(text: str) -> bool:
     return _FIRST_PERSON.search(text) is not None
 
 
+_ASIDE = re.compile(
+    r"(?:\b(?:edit|side note|fun fact|by the way|btw|anyway|source|sources|tl;?dr|lol|haha|"
+    r"disclaimer|i remember|i think|imo|imho|iirc|hope this helps|good question)\b|[!:;]\)|:\(|!$)",
+    re.I,
+)
+
+
+def aside(text: str) -> bool:
+    """Whether a sentence is an aside: a remark, a joke, a source note, an opinion marker."""
+    return _ASIDE.search(text) is not None
+
+
 def explanation_markers(text: str) -> int:
     return len(_EXPLANATION_MARKERS.findall(text))
 
@@ -91,3 +132,75 @@ def shorten(text: str, limit: int = 90) -> str:
     """A quotable excerpt of `text` (whole when short)."""
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+_CAPITALISED = re.compile(r"\b[A-Z][A-Za-z0-9]*(?:[- ][A-Z][A-Za-z0-9]*)*")
+
+
+def names(text: str) -> set[str]:
+    """Capitalised words and runs of them that are not just a sentence's first word."""
+    found: set[str] = set()
+    for sentence in _SENTENCE_START.split(text):
+        for m in _CAPITALISED.finditer(sentence):
+            name = m.group(0)
+            if m.start() == 0:  # the sentence's first word is capitalised anyway
+                name = name.partition(" ")[2]
+            if len(name) > 1 and name.lower() not in STOPWORDS:
+                found.add(name.lower())
+    return found
+
+
+_SENTENCE_START = re.compile(r"(?<=[.!?:])\s+|^\s*\**")
+
+#: Words that reverse a comparison or a direction when swapped for their partner.
+OPPOSITES = dict(
+    pair.split("/")
+    for pair in """more/less higher/lower increase/decrease increases/decreases increased/decreased
+    larger/smaller bigger/smaller before/after above/below faster/slower better/worse most/least
+    always/never maximum/minimum first/last positive/negative earlier/later older/younger
+    longer/shorter rise/fall rises/falls gain/loss allow/prohibit allows/prohibits
+    include/exclude includes/excludes accept/reject strong/weak stronger/weaker high/low
+    easy/difficult easier/harder many/few large/small early/late inside/outside same/different
+    similar/different advantage/disadvantage improves/worsens improve/worsen reduce/raise
+    reduces/raises cheaper/costlier warmer/cooler hotter/colder heavier/lighter""".split()
+)
+OPPOSITES.update({b: a for a, b in list(OPPOSITES.items()) if b not in OPPOSITES})
+
+
+def words(text: str) -> list[str]:
+    return _WORD.findall(text.lower())
+
+
+def opposite_pairs(a: str, b: str) -> list[tuple[str, str]]:
+    """Words of `a` whose opposite appears in `b` but not in `a` itself (and vice versa)."""
+    wa, wb = set(words(a)), set(words(b))
+    return [(w, OPPOSITES[w]) for w in wa - wb if w in OPPOSITES and OPPOSITES[w] in wb - wa]
+
+
+def jaccard(a: set[str], b: set[str]) -> float:
+    return len(a & b) / len(a | b) if a or b else 0.0
+
+
+#: Openers that lean on an earlier sentence; an answer does not start with them.
+_DEPENDENT_OPENER = re.compile(
+    r"^\W*(?:however|additionally|also|furthermore|moreover|therefore|thus|hence|so|then|"
+    r"finally|lastly|overall|in addition|in summary|in conclusion|in short|as a result|"
+    r"similarly|likewise|instead|otherwise|meanwhile|this|these|that|those|it|they|its|their|"
+    r"he|she|his|her|such|second|secondly|third|thirdly|another|other|both|but|and|or)\b",
+    re.I,
+)
+
+
+def dependent_opener(sentence: str) -> bool:
+    return _DEPENDENT_OPENER.search(sentence) is not None
+
+
+def lexical_diversity(text: str, window: int = 40) -> float:
+    """Distinct words over all words in a moving window, averaged (1 for no repetition; low for
+    "banana banana banana"). The window keeps long texts from looking repetitive by length alone.
+    """
+    tokens = words(text)
+    if len(tokens) <= window:
+        return len(set(tokens)) / len(tokens) if tokens else 0.0
+    spans = range(0, len(tokens) - window + 1, window // 4)
+    return sum(len(set(tokens[i : i + window])) / window for i in spans) / len(spans)

@@ -1,0 +1,213 @@
+"""Do the response's statements agree with the context, and with each other?
+
+Sentence embeddings say two sentences are about the same thing; they barely notice a "not", a
+changed number or a swapped name. So a pair of similar sentences is compared word by word, and a
+conflict is a change *in the same place*:
+- negation: one side negates a word that the other side states plainly;
+- number, name: a number (or a capitalised name) stands where the other side has a different one,
+  with the same word next to it ("10 experience points" / "5 experience points");
+- opposite: a word swapped for its opposite (more/less, before/after...) next to a shared word.
+Requiring the shared neighbour keeps loose paraphrases, which differ everywhere, from counting.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from assay.judges.embedded import text as T
+from assay.judges.embedded.encoder import Matrix
+
+#: Pairs of sentences less similar than this are not compared.
+CANDIDATE = 0.5
+#: Context statements compared with each response sentence (the most similar ones).
+PER_SENTENCE = 3
+CONFLICT_KINDS = ("negation", "number", "name", "opposite")
+
+_TOKEN = re.compile(r"[A-Za-z]+(?:'[a-z]+)?|\d+(?:[.,]\d+)*")
+_STARTERS = frozenset(".:!?*\"'(#>-•")
+_NEGATORS = frozenset(
+    "not never cannot can't won't isn't aren't doesn't don't didn't wasn't weren't hasn't "
+    "haven't hadn't shouldn't couldn't wouldn't mustn't".split()
+)
+#: How far after a negation its predicate may sit, in tokens.
+SCOPE = 4
+#: Words skipped when looking for what a negation applies to.
+_HEDGES = frozenset(
+    "necessarily always really actually currently directly yet even later still also longer "
+    "typically usually generally immediately often simply fully entirely".split()
+)
+
+
+@dataclass(frozen=True)
+class Conflict:
+    kind: str
+    strength: float  # similarity of the two sentences
+    first: str  # the context statement, or the earlier response sentence
+    second: str  # the response sentence
+
+
+@dataclass(frozen=True)
+class _Tokens:
+    low: tuple[str, ...]
+    #: Indices of capitalised words that do not start a sentence, a heading or a list item.
+    names: frozenset[int]
+
+    @staticmethod
+    @lru_cache(maxsize=4096)
+    def of(sentence: str) -> _Tokens:
+        low: list[str] = []
+        names: set[int] = set()
+        for m in _TOKEN.finditer(sentence):
+            before = sentence[: m.start()].rstrip()
+            if m.group(0)[0].isupper() and before and before[-1] not in _STARTERS:
+                names.add(len(low))
+            low.append(m.group(0).lower())
+        return _Tokens(tuple(low), frozenset(names))
+
+    def neighbours(self, k: int) -> set[str]:
+        """The content words right before and after position k."""
+        near = {self.low[i] for i in (k - 1, k + 1) if 0 <= i < len(self.low)}
+        return {w for w in near if w not in T.STOPWORDS and len(w) > 2}
+
+    def negations(self) -> list[tuple[int, int]]:
+        """(negator index, predicate index): the first content word a negation applies to."""
+        out = []
+        for k, token in enumerate(self.low):
+            if token in _NEGATORS:
+                for m in range(k + 1, min(k + 1 + SCOPE, len(self.low))):
+                    if self.low[m] not in T.STOPWORDS and self.low[m] not in _HEDGES:
+                        out.append((k, m))
+                        break
+        return out
+
+
+def _kind_of(tokens: _Tokens, k: int) -> str | None:
+    token = tokens.low[k]
+    if token[0].isdigit():
+        return "number"
+    if k in tokens.names:
+        return "name"
+    if token in T.OPPOSITES:
+        return "opposite"
+    return None
+
+
+def _substitutions(a: _Tokens, b: _Tokens, known: frozenset[str]) -> set[str]:
+    """Kinds of same-place substitutions from `a` to `b`: a number, name or opposite in `b`
+    that `a` lacks, next to a word that sits next to a different token of that kind in `a`."""
+    found: set[str] = set()
+    in_a = set(a.low)
+    slots: dict[str, list[tuple[str, set[str]]]] = {}
+    for k, token in enumerate(a.low):
+        kind = _kind_of(a, k)
+        if kind and token not in b.low:
+            slots.setdefault(kind, []).append((token, a.neighbours(k)))
+    for k, token in enumerate(b.low):
+        kind = _kind_of(b, k)
+        if kind is None or token in in_a or kind not in slots:
+            continue
+        if kind != "opposite" and token in known:
+            continue  # stated elsewhere in the reference: not a substitution
+        near = b.neighbours(k)
+        for other, other_near in slots[kind]:
+            if kind == "opposite" and T.OPPOSITES.get(token) != other:
+                continue
+            if near & other_near:
+                found.add(kind)
+    return found
+
+
+def _negation_flip(a: _Tokens, b: _Tokens) -> bool:
+    """One side negates a word that the other side states plainly, in the same place: the word
+    before the negation on one side is the word before the predicate on the other
+    ("was not developed" / "was developed"), or the predicates are followed by the same word."""
+    for x, y in ((a, b), (b, a)):
+        for negator, predicate in x.negations():
+            word = x.low[predicate]
+            for m, token in enumerate(y.low):
+                if token != word or _NEGATORS & set(y.low[max(0, m - SCOPE) : m]):
+                    continue
+                before = x.low[negator - 1] if negator > 0 else None
+                after = x.low[predicate + 1] if predicate + 1 < len(x.low) else None
+                y_before = y.low[m - 1] if m > 0 else None
+                y_after = y.low[m + 1] if m + 1 < len(y.low) else None
+                if (before and before == y_before) or (after and after == y_after):
+                    return True
+    return False
+
+
+def may_conflict(a: str, b: str) -> bool:
+    """Whether two sentences differ where a contradiction can live: a negation on one side only,
+    or a number, name or opposite word that the other side lacks. A pair that differs in none of
+    these (a paraphrase, a shortened copy) is not read as a contradiction, whatever a model says:
+    the agreement model, trained on edited copies, takes any rewording for an edit."""
+    ta, tb = _Tokens.of(a), _Tokens.of(b)
+    if bool(_NEGATORS & set(ta.low)) != bool(_NEGATORS & set(tb.low)):
+        return True
+    for x, y in ((ta, tb), (tb, ta)):
+        other = set(y.low)
+        for k, token in enumerate(x.low):
+            kind = _kind_of(x, k)
+            if kind == "opposite":
+                if T.OPPOSITES.get(token) in other:
+                    return True
+            elif kind and token not in other:
+                return True
+    return False
+
+
+def _pair_conflicts(a: str, b: str, similarity: float, known: frozenset[str]) -> list[Conflict]:
+    ta, tb = _Tokens.of(a), _Tokens.of(b)
+    kinds = _substitutions(ta, tb, known)
+    if _negation_flip(ta, tb):
+        kinds.add("negation")
+    return [Conflict(kind, similarity, a, b) for kind in sorted(kinds)]
+
+
+def context_conflicts(
+    statements: Sequence[str], sentences: Sequence[str], similarity: Matrix, context_text: str
+) -> list[Conflict]:
+    """Conflicts between response sentences and the context statements they restate.
+
+    similarity: statements × sentences cosine similarities.
+    """
+    if not statements or not sentences:
+        return []
+    known = frozenset(_Tokens.of(context_text).low)
+    found: list[Conflict] = []
+    for j, sentence in enumerate(sentences):
+        for i in np.argsort(-similarity[:, j])[:PER_SENTENCE]:
+            if similarity[i, j] < CANDIDATE:
+                break
+            found += _pair_conflicts(statements[i], sentence, float(similarity[i, j]), known)
+    return sorted(found, key=lambda c: -c.strength)
+
+
+def self_conflicts(sentences: Sequence[str], similarity: Matrix) -> list[Conflict]:
+    """Conflicts between two sentences of the response (identical repeats are not conflicts).
+
+    similarity: sentences × sentences cosine similarities.
+    """
+    found: list[Conflict] = []
+    for j in range(len(sentences)):
+        for k in range(j + 1, len(sentences)):
+            if similarity[j, k] >= CANDIDATE and sentences[j] != sentences[k]:
+                found += _pair_conflicts(
+                    sentences[j], sentences[k], float(similarity[j, k]), frozenset()
+                )
+    return sorted(found, key=lambda c: -c.strength)
+
+
+def weight(conflicts: Sequence[Conflict], kind: str | None = None) -> float:
+    """Sum over response sentences of their strongest conflict (of `kind`), capped at 2: every
+    further conflicting sentence counts, a well-aligned one more than a loose one."""
+    best: dict[str, float] = {}
+    for c in conflicts:
+        if kind is None or c.kind == kind:
+            best[c.second] = max(best.get(c.second, 0.0), c.strength)
+    return min(sum(best.values()), 2.0)
