@@ -27,7 +27,7 @@ from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from functools import cached_property
 from types import TracebackType
-from typing import Any, TypeAlias, TypeVar
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 import httpx
@@ -38,6 +38,7 @@ from assay.resources import (
     AsyncDetections,
     AsyncInference,
     AsyncJobs,
+    DetectBody,
     Detections,
     Inference,
     Jobs,
@@ -72,10 +73,6 @@ JOBS_PATH = "/v1/jobs/"
 #: The acknowledgement an accepted async item gets (the server's words).
 ACCEPTED_MESSAGE = "Data successfully sent to Assay."
 T = TypeVar("T")
-
-RequestItem: TypeAlias = Mapping[str, Any] | DetectRequestItem
-#: A request body: one item, or an iterable of items.
-DetectBody: TypeAlias = RequestItem | Iterable[RequestItem]
 
 
 # --- responses ----------------------------------------------------------------------------------

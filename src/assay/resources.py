@@ -4,18 +4,49 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
+from typing import Any, Protocol, TypeAlias, TypeVar
 
-if TYPE_CHECKING:
-    from assay.client import AsyncClient, Client, DetectBody
-    from assay.responses import DetectResponse, Job
+from assay.responses import DetectResponse, Job
+from assay.schema import DetectRequestItem
+
+T = TypeVar("T")
+
+RequestItem: TypeAlias = Mapping[str, Any] | DetectRequestItem
+#: A request body: one item, or an iterable of items.
+DetectBody: TypeAlias = RequestItem | Iterable[RequestItem]
+
+
+# What the namespaces need of their client (`Client` and `AsyncClient` in `assay.client`); as
+# protocols, so that this module does not import the client that imports it.
+class _Owner(Protocol):
+    async def _retrieve_job(self, job_id: str) -> Job: ...
+
+    async def _wait_job(self, job_id: str, timeout: float, poll_interval: float) -> Job: ...
+
+    async def _publish(
+        self,
+        application_name: str,
+        model_name: str,
+        run_id: str,
+        items: Sequence[Mapping[str, Any]],
+    ) -> dict[str, Any]: ...
+
+
+class SyncOwner(_Owner, Protocol):
+    def _call(self, coro: Coroutine[Any, Any, T]) -> T: ...
+
+    def _detect(self, body: DetectBody) -> DetectResponse: ...
+
+
+class AsyncOwner(_Owner, Protocol):
+    async def _detect(self, body: DetectBody) -> DetectResponse: ...
 
 
 class Inference:
     """`client.inference`: the detection endpoint of a `Client`."""
 
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: SyncOwner) -> None:
         self._client = client
 
     def detect(self, body: DetectBody) -> DetectResponse:
@@ -34,7 +65,7 @@ class Inference:
 class AsyncInference:
     """`client.inference`: the detection endpoint of an `AsyncClient`."""
 
-    def __init__(self, client: AsyncClient) -> None:
+    def __init__(self, client: AsyncOwner) -> None:
         self._client = client
 
     async def detect(self, body: DetectBody) -> DetectResponse:
@@ -45,7 +76,7 @@ class AsyncInference:
 class Jobs:
     """`client.jobs`: the async jobs that `async_mode` items create."""
 
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: SyncOwner) -> None:
         self._client = client
 
     def retrieve(self, job_id: str) -> Job:
@@ -67,7 +98,7 @@ class Jobs:
 class AsyncJobs:
     """`client.jobs` of an `AsyncClient`; see `Jobs`."""
 
-    def __init__(self, client: AsyncClient) -> None:
+    def __init__(self, client: AsyncOwner) -> None:
         self._client = client
 
     async def retrieve(self, job_id: str) -> Job:
@@ -82,7 +113,7 @@ class AsyncJobs:
 class Detections:
     """`client.detections`: store results scored elsewhere on the server."""
 
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: SyncOwner) -> None:
         self._client = client
 
     def publish(
@@ -108,7 +139,7 @@ class Detections:
 class AsyncDetections:
     """`client.detections` of an `AsyncClient`; see `Detections`."""
 
-    def __init__(self, client: AsyncClient) -> None:
+    def __init__(self, client: AsyncOwner) -> None:
         self._client = client
 
     async def publish(

@@ -11,7 +11,6 @@ from assay.runner.io import count_rows, read_rows
 from assay.runner.local import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_STREAM_BATCH_SIZE,
-    RowScorer,
     RunOptions,
     default_output_path,
     run_file,
@@ -19,7 +18,7 @@ from assay.runner.local import (
     summary_path_for,
 )
 from assay.runner.output import iter_output_lines
-from assay.runner.rows import DetectorScorer, applicable_detectors, build_request
+from assay.runner.rows import DetectorScorer, RowScorer, applicable_detectors, build_request
 from assay.runner.summary import PASS_THRESHOLD, DetectorSummary, RunSummary
 
 __all__ = [

@@ -14,13 +14,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from itertools import islice
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from assay.runner.columns import SAMPLE_ROWS, sample_columns
 from assay.runner.io import CSV_SUFFIXES, PARQUET_SUFFIXES, parquet_schema, read_rows
-
-if TYPE_CHECKING:
-    from assay.runner.local import RowScorer
+from assay.runner.rows import RowScorer
 
 #: A carried column: its name in the output and its Arrow type.
 CarriedColumn = tuple[str, Any]

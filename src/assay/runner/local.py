@@ -18,7 +18,7 @@ import logging
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from assay._sync import blocking
 from assay.judges.embedded.embedding_cache import CacheStats, shared_cache
@@ -39,7 +39,7 @@ from assay.runner.publish import (
     Publisher,
     publish_output,
 )
-from assay.runner.rows import TIMEOUT, DetectorScorer, error_line
+from assay.runner.rows import TIMEOUT, DetectorScorer, RowScorer, error_line
 from assay.runner.summary import RunSummary
 from assay.runner.writers import Line, writer_for
 from assay.schema import RequestValidationError
@@ -54,27 +54,6 @@ DEFAULT_STREAM_BATCH_SIZE = 256
 
 #: Called as rows are scored with the number of rows done so far (including resumed ones).
 ProgressCallback = Callable[[int], None]
-
-
-class RowScorer(Protocol):
-    """What the engines score rows with: detectors (`DetectorScorer`) or a metric."""
-
-    @property
-    def score_names(self) -> tuple[str, ...]:
-        """Output keys that hold a result with a `score`."""
-
-    def check(self) -> None:
-        """Raise RequestValidationError for unusable settings, before anything is read."""
-
-    def check_input(self, path: Path) -> None:
-        """Raise RequestValidationError when the input cannot suit (e.g. a missing column)."""
-
-    def output_columns(self, columns: Sequence[str]) -> list[str]:
-        """Which of the input's `columns` output lines carry, under their names there (the
-        Parquet writer gives each its own column)."""
-
-    async def score(self, rows: Sequence[Row]) -> list[dict[str, Any]]:
-        """One output line per row, in order."""
 
 
 @dataclass(frozen=True)

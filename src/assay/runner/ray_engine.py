@@ -24,12 +24,12 @@ from assay.judges.embedded.embedding_cache import shared_cache
 from assay.runner.io import Row, read_rows
 from assay.runner.local import (
     ProgressCallback,
-    RowScorer,
     RunControl,
     RunOptions,
     drive_run,
     score_rows,
 )
+from assay.runner.rows import RowScorer
 from assay.runner.summary import RunSummary
 from assay.runner.writers import Line
 from assay.schema import RequestValidationError

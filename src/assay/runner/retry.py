@@ -19,7 +19,6 @@ from assay.runner.checkpoint import checkpoint_path_for
 from assay.runner.io import read_rows
 from assay.runner.local import (
     ProgressCallback,
-    RowScorer,
     RunOptions,
     finished_fingerprint,
     prepare_run,
@@ -27,6 +26,7 @@ from assay.runner.local import (
     write_summary,
 )
 from assay.runner.output import iter_output_lines
+from assay.runner.rows import RowScorer
 from assay.runner.summary import RunSummary
 from assay.runner.writers import writer_for
 from assay.schema import RequestValidationError

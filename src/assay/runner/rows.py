@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from assay.detectors import DETECTORS
 from assay.detectors.evaluate import check_encodable, detect_items, parse_item
@@ -129,6 +129,27 @@ def error_line(
         line["id"] = fields["id"]
     line["error"] = {"field": "row", "kind": kind, "message": message}
     return line
+
+
+class RowScorer(Protocol):
+    """What the engines score rows with: detectors (`DetectorScorer`) or a metric."""
+
+    @property
+    def score_names(self) -> tuple[str, ...]:
+        """Output keys that hold a result with a `score`."""
+
+    def check(self) -> None:
+        """Raise RequestValidationError for unusable settings, before anything is read."""
+
+    def check_input(self, path: Path) -> None:
+        """Raise RequestValidationError when the input cannot suit (e.g. a missing column)."""
+
+    def output_columns(self, columns: Sequence[str]) -> list[str]:
+        """Which of the input's `columns` output lines carry, under their names there (the
+        Parquet writer gives each its own column)."""
+
+    async def score(self, rows: Sequence[Row]) -> list[dict[str, Any]]:
+        """One output line per row, in order."""
 
 
 @dataclass
