@@ -93,8 +93,8 @@ train-agreement: setup-train
 	mkdir -p $(MODELS)
 	cd bench && ../$(TRAIN_VENV)/bin/python train_agreement.py --folds 2,3,4 --out .cache/models/agreement-folds234.onnx
 	cd bench && ../$(TRAIN_VENV)/bin/python train_agreement.py --folds 0,1 --out .cache/models/agreement-folds01.onnx
-	cd bench && ../$(TRAIN_VENV)/bin/python train_agreement.py --folds 0,1,2,3,4 --out ../src/assay/judges/embedded/agreement.onnx
-	sha256sum src/assay/judges/embedded/agreement.onnx
+	cd bench && ../$(TRAIN_VENV)/bin/python train_agreement.py --folds 0,1,2,3,4 --out .cache/models/agreement-all.onnx
+	cd bench && ../$(TRAIN_VENV)/bin/python pack_agreement.py .cache/models/agreement-all.onnx
 
 # Refit the embedded judge's calibration and rewrite the quality sections of bench/RESULTS.md.
 calibrate: setup-bench

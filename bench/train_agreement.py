@@ -15,7 +15,8 @@ The result is exported to ONNX and quantised to int8.
 Needs the `train` extra (CPU torch, transformers, onnx), never part of `make run` or `make test`:
 
     make setup-train
-    .venv-train/bin/python bench/train_agreement.py --folds 0,1,2,3,4 --out src/assay/judges/embedded/agreement.onnx
+    .venv-train/bin/python bench/train_agreement.py --folds 0,1,2,3,4 --out bench/.cache/models/agreement-all.onnx
+    .venv-train/bin/python bench/pack_agreement.py bench/.cache/models/agreement-all.onnx
 """
 
 from __future__ import annotations

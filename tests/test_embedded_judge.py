@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,15 @@ import pytest
 from assay.detectors import DETECTORS
 from assay.detectors.evaluate import detect_items, parse_items, questions_for
 from assay.judges.embedded.agreement import may_conflict
-from assay.judges.embedded.agreement_model import LABELS, AgreementModel, load_agreement_model
+from assay.judges.embedded.agreement_model import (
+    LABELS,
+    MODEL_FILE,
+    RESIDUALS_FILE,
+    WEIGHTS_SHA256,
+    AgreementModel,
+    load_agreement_model,
+    rebuild_weights,
+)
 from assay.judges.embedded.calibration import load_calibration, parse
 from assay.judges.embedded.encoder import Kind, Matrix, ModelFileError, load_encoder, verified
 from assay.judges.embedded.judge import EmbeddedJudge
@@ -193,6 +202,21 @@ def test_agreement_model_file_must_match_its_pinned_sha256(tmp_path: Path) -> No
     fake.write_bytes(b"not a model")
     with pytest.raises(ModelFileError, match="expected"):
         AgreementModel(fake)
+
+
+def test_agreement_weights_rebuilt_from_changed_residuals_are_refused(tmp_path: Path) -> None:
+    shipped = Path(str(resources.files("assay.judges.embedded").joinpath(MODEL_FILE)))
+    (tmp_path / MODEL_FILE).write_bytes(shipped.read_bytes())
+    packed = dict(np.load(shipped.with_name(RESIDUALS_FILE), allow_pickle=False))
+    packed["residual_5"] = packed["residual_5"] + np.int8(1)
+    np.savez_compressed(tmp_path / RESIDUALS_FILE, **packed)
+    with pytest.raises(ModelFileError, match="do not match their pinned sha256"):
+        AgreementModel(tmp_path / MODEL_FILE)
+
+
+def test_packed_agreement_weights_are_rebuilt_byte_for_byte() -> None:
+    shipped = Path(str(resources.files("assay.judges.embedded").joinpath(RESIDUALS_FILE)))
+    assert hashlib.sha256(rebuild_weights(shipped)).hexdigest() == WEIGHTS_SHA256
 
 
 def test_a_negation_is_read_as_a_contradiction_and_a_restatement_is_not() -> None:

