@@ -18,7 +18,7 @@ import numpy as np
 
 from assay.detectors import DETECTORS
 from assay.judges.base import Question
-from assay.judges.embedded.agreement_model import MODEL_FILE, AgreementModel
+from assay.judges.embedded.agreement_model import MODEL_FILE, RESIDUALS_FILE, AgreementModel
 from assay.judges.embedded.encoder import Encoder, Kind
 from assay.judges.embedded.judge import gather
 from encoders import bench_encoder
@@ -149,7 +149,7 @@ class CachedEncoder:
 
 
 class CachedAgreement:
-    """An agreement model whose answers are kept on disk (keyed by the model file's hash)."""
+    """An agreement model whose answers are kept on disk (keyed by the model files' hash)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -161,7 +161,10 @@ class CachedAgreement:
     def _open(self) -> None:
         # Read lazily: output_relevance never asks, and needs no model file.
         if self.store is None:
-            digest = hashlib.sha256(self.path.read_bytes()).hexdigest()[:16]
+            # A packed model is its graph and its residuals: both make its answers.
+            files = [self.path, self.path.with_name(RESIDUALS_FILE)]
+            data = b"".join(f.read_bytes() for f in files if f.is_file())
+            digest = hashlib.sha256(data).hexdigest()[:16]
             self.store = CACHE / f"agreement-{digest}.json"
             if self.store.exists():
                 self.answers = json.loads(self.store.read_text())
