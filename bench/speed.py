@@ -4,7 +4,9 @@ Two numbers per detector:
 - throughput: rows/s when rows go through `detect_items` in batches (how `assay run` works);
 - latency: p50/p95 of one request of one item at a time (how a server call or `Client` works).
 Rows come from the dev data (real answer lengths): haluquestqa answers for output_relevance,
-ragchecker answers with their reference as context for completeness.
+ragchecker answers with their reference as context for completeness. The embedding cache is off:
+the rows repeat (ragchecker has each pair once per annotator, and latency reruns the throughput
+rows), so a cache would time its own hits; what it saves is measured by `bench/server.py`.
 
     python bench/speed.py [--rows N] [--batch B]
 """
@@ -21,6 +23,7 @@ import numpy as np
 import common
 from assay.detectors.evaluate import detect_items, parse_item
 from assay.judges import get_judge
+from assay.judges.embedded.embedding_cache import CACHE_MB_ENV
 from assay.schema import DetectRequestItem
 
 
@@ -47,6 +50,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=200)
     parser.add_argument("--batch", type=int, default=32)
     args = parser.parse_args()
+    os.environ[CACHE_MB_ENV] = "0"
     get_judge("embedded")  # load the model before timing
     workloads = {
         "output_relevance": [
@@ -83,7 +87,7 @@ def main() -> None:
     common.write_section(
         "Speed (embedded judge)",
         f"`python bench/speed.py` on this machine ({machine}, CPU only, onnxruntime threads = "
-        f"ASSAY_THREADS or min(cores, 4)).\n\n" + text,
+        f"ASSAY_THREADS or min(cores, 4); embedding cache off).\n\n" + text,
     )
 
 

@@ -219,6 +219,27 @@ def test_packed_agreement_weights_are_rebuilt_byte_for_byte() -> None:
     assert hashlib.sha256(rebuild_weights(shipped)).hexdigest() == WEIGHTS_SHA256
 
 
+def test_agreement_answers_do_not_depend_on_worker_threads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pairs = [
+        ("The museum opens at 9 am every day except Monday.", sentence)
+        for sentence in (
+            "The museum opens at 9 am.",
+            "It is closed on Mondays.",
+            "The museum does not open at 9 am.",
+            "Tickets cost 12 euros for adults and 6 euros for children under twelve.",
+            "Bananas are rich in potassium.",
+        )
+    ]
+    answers = []
+    for threads in ("1", "2", "3"):
+        monkeypatch.setenv("ASSAY_THREADS", threads)
+        answers.append(AgreementModel().predict(pairs))
+    assert np.array_equal(answers[0], answers[1])
+    assert np.array_equal(answers[0], answers[2])
+
+
 def test_a_negation_is_read_as_a_contradiction_and_a_restatement_is_not() -> None:
     model = load_agreement_model()
     statement = "The museum opens at 9 am every day except Monday."
