@@ -2,7 +2,8 @@
 
 Single-item output_relevance bodies (haluquestqa queries and answers, so texts have real
 lengths) are posted by 1, 8 and 32 concurrent clients; each level runs for a fixed number of
-requests after a warm-up. The server keeps its defaults (SQLite file, micro-batching on).
+requests after a warm-up. The server keeps its defaults (SQLite file, micro-batching on) but
+for the embedding cache, which is off: the levels post the same bodies.
 Two more cases: the embedding cache on and off (`server_cache.py`) and replicas sharing one
 PostgreSQL database (`server_replicas.py`); each writes its own section of RESULTS.md.
 
@@ -27,6 +28,7 @@ import common
 import server_cache
 import server_replicas
 from assay.detectors.evaluate import detect_items, parse_item
+from assay.judges.embedded.embedding_cache import CACHE_MB_ENV
 from assay.server.process import ServerProcess
 
 API_KEY = "bench-key"
@@ -152,12 +154,16 @@ def replica_case(args: argparse.Namespace) -> None:
 def concurrency_levels(args: argparse.Namespace) -> None:
     levels = [int(value) for value in args.levels.split(",")]
     payloads = bodies(400)
+    # Cache off, here and in the server: every level posts the same bodies from the start, so a
+    # cache would time its own hits (the cache case measures what it saves).
+    os.environ[CACHE_MB_ENV] = "0"
     baseline = in_process_rate(payloads)
     with tempfile.TemporaryDirectory() as folder:
         server = ServerProcess(
             f"sqlite:///{Path(folder) / 'bench.db'}",
             Path(folder) / "server.log",
             api_keys=[API_KEY],
+            environment={CACHE_MB_ENV: "0"},
         )
         with server:
             asyncio.run(level(server.url, payloads, 4, 20))  # warm-up: connections, caches
@@ -182,10 +188,11 @@ def concurrency_levels(args: argparse.Namespace) -> None:
     print(text)
     common.write_section(
         "Server /v2/detect (assay serve)",
-        f"`python bench/server.py --requests {args.requests}` on this machine ({os.cpu_count()} cores, "
+        f"`python bench/server.py --cases levels --requests {args.requests}` on this machine ({os.cpu_count()} cores, "
         "CPU only, shared with other work): single-item output_relevance bodies with haluquestqa "
         "queries and answers, against an `assay serve` subprocess on loopback (SQLite file, "
-        "micro-batching on, auth on). Latency is measured at the client.\n\n" + text,
+        "micro-batching on, auth on, embedding cache off: every level posts the same bodies). "
+        "Latency is measured at the client.\n\n" + text,
     )
 
 
