@@ -131,7 +131,6 @@ class AgreementModel:
         self._tokenizer: Any = Tokenizer.from_file(str(tokenizer_path()))
         self._tokenizer.enable_truncation(MAX_TOKENS)
         self._tokenizer.no_padding()
-        self._workers = ThreadPoolExecutor(thread_count(), thread_name_prefix="assay-agreement")
 
     def predict(self, pairs: Sequence[tuple[str, str]]) -> npt.NDArray[np.float32]:
         """One row of probabilities (in `LABELS` order) per pair."""
@@ -140,7 +139,10 @@ class AgreementModel:
             return out
         encodings = self._tokenizer.encode_batch(list(pairs))
         batches = list(padded_batches(encodings, BATCH_SIZE))
-        outputs = self._workers.map(lambda batch: self._session.run(None, batch[1])[0], batches)
+        # A pool per call, not per model: a pool's threads do not survive a fork, and starting
+        # two threads costs far less than one pair.
+        with ThreadPoolExecutor(thread_count(), thread_name_prefix="assay-agreement") as pool:
+            outputs = list(pool.map(lambda batch: self._session.run(None, batch[1])[0], batches))
         for (rows, _), logits in zip(batches, outputs, strict=True):
             shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
             out[rows] = shifted / shifted.sum(axis=1, keepdims=True)
