@@ -12,6 +12,7 @@ import pytest
 
 from assay.detectors import DETECTORS
 from assay.detectors.evaluate import detect_items, parse_items, questions_for
+from assay.judges.base import Question
 from assay.judges.embedded.agreement import may_conflict
 from assay.judges.embedded.agreement_model import (
     LABELS,
@@ -24,7 +25,7 @@ from assay.judges.embedded.agreement_model import (
 )
 from assay.judges.embedded.calibration import load_calibration, parse
 from assay.judges.embedded.encoder import Kind, Matrix, ModelFileError, load_encoder, verified
-from assay.judges.embedded.judge import EmbeddedJudge
+from assay.judges.embedded.judge import EmbeddedJudge, gather
 from assay.judges.embedded.signals import CHECK_FEATURES
 from assay.judges.embedded.text import split_sentences
 
@@ -116,6 +117,20 @@ async def test_covering_every_fact_is_more_complete_than_covering_one() -> None:
     full, partial = await run([completeness(FULL), completeness(ONE_FACT)])
     assert full["completeness"]["score"] >= partial["completeness"]["score"]
     assert mean_probability(full["completeness"]) > mean_probability(partial["completeness"])
+
+
+def context_word_recall(response: str) -> float:
+    question = Question("completeness", "key_information", "", response, QUERY, tuple(CONTEXT))
+    [evidence] = gather(load_encoder("minilm"), [question]).values()
+    return evidence.features["ctx_word_recall"]
+
+
+def test_context_words_count_where_a_sentence_restates_the_context() -> None:
+    assert context_word_recall(FULL) > 0.9
+    assert context_word_recall(ONE_FACT) < 0.5
+    # "original" is a context word (statement 2), but this sentence restates nothing.
+    borrowed = ONE_FACT + " Our Lisbon store sells original paintings by local artists."
+    assert context_word_recall(borrowed) == context_word_recall(ONE_FACT)
 
 
 async def test_missing_context_statements_are_quoted() -> None:

@@ -55,6 +55,7 @@ CHECK_FEATURES: dict[str, tuple[str, ...]] = {
     # completeness
     "query_aspects": ("+aspect_cover_min", "+aspect_cover_mean", "+q_resp", "+ctx_cover_mean"),
     "key_information": (
+        "+ctx_word_recall",
         "+entailed_cover_mean",
         "+entailed_cover_share",
         "+ctx_cover_mean",
@@ -311,6 +312,17 @@ def completeness_features(ev: Evidence) -> None:
         if k not in repeated and on_topic[k] >= OFFTOPIC
     )
     context_words = max(T.word_count(" ".join(ev.context)), 1)
+    # Per context statement, the share of its content words (stems) that the response uses in
+    # sentences restating the context: stated information is mostly restated in its own words.
+    # Only restating sentences count, so added content that borrows a context word covers nothing.
+    response_stems = {
+        stem
+        for sentence, best in zip(ev.sentences, support, strict=True)
+        if best >= SUPPORTED
+        for stem in T.word_stems(sentence)
+    }
+    statement_stems = [stems for stems in map(T.word_stems, ev.statements) if stems]
+    word_recall = [len(stems & response_stems) / len(stems) for stems in statement_stems]
     ctx_conflicts = A.context_conflicts(ev.statements, ev.sentences, pair, " ".join(ev.context))
     own_conflicts = A.self_conflicts(ev.sentences, self_sims)
     closest = (
@@ -327,6 +339,7 @@ def completeness_features(ev: Evidence) -> None:
         ctx_cover_min=float(coverage.min()),
         ctx_cover_share=float((coverage >= COVERED).mean()),
         ctx_cover_weighted=weighted,
+        ctx_word_recall=float(np.mean(word_recall)) if word_recall else 0.0,
         resp_support_mean=float(support.mean()),
         resp_support_min=float(support.min()),
         unsupported_share=float((support < SUPPORTED).mean()),

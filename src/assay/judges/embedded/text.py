@@ -92,6 +92,11 @@ def content_words(text: str) -> set[str]:
     return {w for w in _WORD.findall(text.lower()) if len(w) > 2 and w not in STOPWORDS}
 
 
+def word_stems(text: str) -> set[str]:
+    """The first five letters of each content word: "covered" matches "covers" and "coverage"."""
+    return {w[:5] for w in content_words(text)}
+
+
 def numbers(text: str) -> set[str]:
     return {n.rstrip("%").replace(",", "") for n in _NUMBER.findall(text)}
 
