@@ -25,6 +25,7 @@ from assay.judges.embedded.agreement_model import (
 )
 from assay.judges.embedded.calibration import load_calibration, parse
 from assay.judges.embedded.encoder import Kind, Matrix, ModelFileError, load_encoder, verified
+from assay.judges.embedded.explanations import explain
 from assay.judges.embedded.judge import EmbeddedJudge, gather
 from assay.judges.embedded.signals import CHECK_FEATURES
 from assay.judges.embedded.text import split_sentences
@@ -119,18 +120,38 @@ async def test_covering_every_fact_is_more_complete_than_covering_one() -> None:
     assert mean_probability(full["completeness"]) > mean_probability(partial["completeness"])
 
 
-def context_word_recall(response: str) -> float:
+def completeness_feature(response: str, name: str) -> float:
     question = Question("completeness", "key_information", "", response, QUERY, tuple(CONTEXT))
     [evidence] = gather(load_encoder("minilm"), [question]).values()
-    return evidence.features["ctx_word_recall"]
+    return evidence.features[name]
+
+
+ADDED_CLAIM = " Our Lisbon store sells original paintings by local artists."
 
 
 def test_context_words_count_where_a_sentence_restates_the_context() -> None:
-    assert context_word_recall(FULL) > 0.9
-    assert context_word_recall(ONE_FACT) < 0.5
+    assert completeness_feature(FULL, "ctx_word_recall") > 0.9
+    assert completeness_feature(ONE_FACT, "ctx_word_recall") < 0.5
     # "original" is a context word (statement 2), but this sentence restates nothing.
-    borrowed = ONE_FACT + " Our Lisbon store sells original paintings by local artists."
-    assert context_word_recall(borrowed) == context_word_recall(ONE_FACT)
+    borrowed = completeness_feature(ONE_FACT + ADDED_CLAIM, "ctx_word_recall")
+    assert borrowed == completeness_feature(ONE_FACT, "ctx_word_recall")
+
+
+def test_a_claim_the_context_never_mentions_is_the_least_grounded_sentence() -> None:
+    assert completeness_feature(FULL, "grounding_min") >= 0.5
+    assert completeness_feature(FULL + ADDED_CLAIM, "grounding_min") < 0.2
+
+
+def test_a_broken_accurate_and_focused_quotes_the_least_grounded_sentence() -> None:
+    question = Question("completeness", "accurate_and_focused", "", FULL, QUERY, tuple(CONTEXT))
+    [evidence] = gather(load_encoder("minilm"), [question]).values()
+    # Every sentence is close to the context by embeddings, but one uses none of its words.
+    evidence.notes.update(ctx_offtopic_sentences="", unsupported_sentences="")
+    evidence.notes["least_grounded_sentence"] = "Shoppers adore the generous policy."
+    evidence.features["grounding_min"] = 0.0
+    broken = explain("accurate_and_focused", evidence, 0.2)
+    assert "does not support: 'Shoppers adore the generous policy.'" in broken
+    assert "Shoppers" not in explain("accurate_and_focused", evidence, 0.8)
 
 
 async def test_missing_context_statements_are_quoted() -> None:

@@ -15,6 +15,8 @@ from assay.schema import round_probability
 
 #: An agreement-model reading at least this sure is quoted as a contradiction.
 CONTRADICTION_QUOTED = 0.5
+#: A sentence with less than this share of its content words in the context is quoted as added.
+GROUNDED = 0.5
 
 
 def _quoted(joined: str, limit: int = 2) -> str:
@@ -174,6 +176,12 @@ def _accurate(ev: Evidence, ok: bool) -> str:
     added = n["ctx_offtopic_sentences"] or n["unsupported_sentences"]
     if added:
         return f"It adds content the context does not support: {_quoted(added, 1)}."
+    if n["least_grounded_sentence"] and f["grounding_min"] < GROUNDED:
+        quote, share = _quoted(n["least_grounded_sentence"], 1), f"{f['grounding_min']:.0%}"
+        return (
+            f"It adds content the context does not support: {quote} "
+            f"(only {share} of its words are in the context)."
+        )
     return (
         f"It represents the context loosely: only {grounded:.0%} of its sentences "
         "are grounded in it."

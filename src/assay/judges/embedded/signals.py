@@ -113,6 +113,7 @@ CHECK_FEATURES: dict[str, tuple[str, ...]] = {
     ),
     "accurate_and_focused": (
         "+entailed_support_mean",
+        "+grounding_min",
         "-unsupported_log",
         "+resp_support_mean",
         "-unsupported_share",
@@ -323,6 +324,14 @@ def completeness_features(ev: Evidence) -> None:
     }
     statement_stems = [stems for stems in map(T.word_stems, ev.statements) if stems]
     word_recall = [len(stems & response_stems) / len(stems) for stems in statement_stems]
+    # Per response sentence, the share of its content words the context uses: an added claim
+    # the context never mentions shares few of them.
+    context_stems = set().union(*statement_stems) if statement_stems else set()
+    grounding = {
+        sentence: len(stems & context_stems) / len(stems)
+        for sentence, stems in zip(ev.sentences, map(T.word_stems, ev.sentences), strict=True)
+        if stems
+    }
     ctx_conflicts = A.context_conflicts(ev.statements, ev.sentences, pair, " ".join(ev.context))
     own_conflicts = A.self_conflicts(ev.sentences, self_sims)
     closest = (
@@ -340,6 +349,7 @@ def completeness_features(ev: Evidence) -> None:
         ctx_cover_share=float((coverage >= COVERED).mean()),
         ctx_cover_weighted=weighted,
         ctx_word_recall=float(np.mean(word_recall)) if word_recall else 0.0,
+        grounding_min=min(grounding.values(), default=1.0),
         resp_support_mean=float(support.mean()),
         resp_support_min=float(support.min()),
         unsupported_share=float((support < SUPPORTED).mean()),
@@ -377,6 +387,7 @@ def completeness_features(ev: Evidence) -> None:
             s for s, t in zip(ev.sentences, on_topic, strict=True) if t < OFFTOPIC
         ),
         weakest_aspect=ev.aspects[int(aspect_cover.argmin())] if ev.aspects else "",
+        least_grounded_sentence=min(grounding, key=grounding.__getitem__) if grounding else "",
         context_conflict=_describe(ctx_conflicts),
         self_conflict=_describe(own_conflicts),
         repeated_sentence=ev.sentences[min(repeated)] if repeated else "",
