@@ -142,6 +142,17 @@ def test_a_claim_the_context_never_mentions_is_the_least_grounded_sentence() -> 
     assert completeness_feature(FULL + ADDED_CLAIM, "grounding_min") < 0.2
 
 
+def test_a_tangent_brings_words_nothing_else_in_the_exchange_uses() -> None:
+    def cohesion(response: str) -> float:
+        question = Question("output_relevance", "no_tangents", "", response, QUERY)
+        [evidence] = gather(load_encoder("minilm"), [question]).values()
+        return evidence.features["cohesion_min"]
+
+    # TANGENT is FULL plus a sentence about the Eiffel Tower, which shares no word with the rest.
+    assert cohesion(FULL) > 0.1
+    assert cohesion(TANGENT) == 0.0
+
+
 def test_a_broken_accurate_and_focused_quotes_the_least_grounded_sentence() -> None:
     question = Question("completeness", "accurate_and_focused", "", FULL, QUERY, tuple(CONTEXT))
     [evidence] = gather(load_encoder("minilm"), [question]).values()

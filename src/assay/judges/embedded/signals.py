@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -42,9 +43,16 @@ MAX_RESPONSE_SENTENCES = 60
 CHECK_FEATURES: dict[str, tuple[str, ...]] = {
     # output_relevance
     "core_intent": ("+q_resp", "+q_sent_max", "+q_word_cover"),
-    "prioritize_relevant": ("+q_sent_mean", "+q_sent_first", "-q_offtopic_share", "-aside_share"),
+    "prioritize_relevant": (
+        "+q_sent_mean",
+        "+q_sent_first",
+        "-q_offtopic_share",
+        "-aside_share",
+        "+cohesion_min",
+    ),
     "no_tangents": (
         "+q_sent_min",
+        "+cohesion_min",
         "-q_offtopic_share",
         "+loo_centroid_min",
         "-first_person_share",
@@ -259,6 +267,16 @@ def relevance_features(ev: Evidence) -> None:
     query_words = T.content_words(ev.query or "")
     response_words = T.content_words(ev.response)
     covered = {w for w in query_words if any(r.startswith(w[:5]) for r in response_words)}
+    # Per written sentence, the share of its content words that the query or another sentence
+    # also uses: a tangent brings words nothing else in the exchange needs.
+    stems = [T.word_stems(s) for s in ev.written]
+    counts = Counter(stem for sentence in stems for stem in sentence)
+    query_stems = T.word_stems(ev.query or "")
+    cohesion = [
+        sum(1 for stem in sentence if counts[stem] > 1 or stem in query_stems) / len(sentence)
+        for sentence in stems
+        if sentence
+    ]
     ev.features.update(
         q_resp=float(v["response"][0] @ query),
         q_sent_mean=float(sims.mean()),
@@ -267,6 +285,7 @@ def relevance_features(ev: Evidence) -> None:
         q_sent_first=float(sims[0]),
         q_offtopic_share=float(offtopic.mean()),
         q_word_cover=len(covered) / len(query_words) if query_words else 1.0,
+        cohesion_min=min(cohesion, default=1.0),
     )
     best = int(sims.argmax())
     worst = int(sims.argmin())
