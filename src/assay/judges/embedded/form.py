@@ -117,8 +117,8 @@ _NEEDS_EXPLAINING = re.compile(
 def explanation_features(sentences: Sequence[str], query: str | None) -> dict[str, float]:
     """Cues of explanation, and whether the query calls for one (a why/how question does; a
     request for a list or a fact needs none)."""
-    explained = [T.explanation_markers(s) > 0 for s in sentences]
-    markers = sum(T.explanation_markers(s) for s in sentences)
+    counts = [T.explanation_markers(s) for s in sentences]
+    markers = sum(counts)
     clauses = sum(len(_ELABORATION.findall(s)) for s in sentences)
     needed = 1.0 if query and _NEEDS_EXPLAINING.search(query) else 0.0
     return {
@@ -128,7 +128,5 @@ def explanation_features(sentences: Sequence[str], query: str | None) -> dict[st
         # claims have none.
         "elaboration": min(clauses / len(sentences), 4.0),
         "explanation_markers_log": math.log1p(markers),
-        "explained_share": sum(explained) / len(sentences),
-        # Claims with no explanation: many of them is where "when necessary" bites.
-        "unexplained_sentences_log": math.log1p(len(explained) - sum(explained)),
+        "explained_share": sum(count > 0 for count in counts) / len(sentences),
     }

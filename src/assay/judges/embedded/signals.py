@@ -154,7 +154,6 @@ class Evidence:
     vectors: dict[str, Matrix] = field(default_factory=dict)
     features: dict[str, float] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)
-    conflicts: list[A.Conflict] = field(default_factory=list)
     #: Sentence pairs for the agreement model, and its answers (set by the judge).
     context_pairs: list[C.Pair] = field(default_factory=list)
     own_pairs: list[C.Pair] = field(default_factory=list)
@@ -198,10 +197,13 @@ class Evidence:
     def plan_pairs(self) -> list[C.Pair]:
         """Choose the sentence pairs the agreement model should read (after `attach`)."""
         v = self.vectors
+        # Kept for `completeness_features`, which reads the same similarities.
+        v["statement_sentence"] = v["statements"] @ v["sentences"].T
+        v["sentence_sentence"] = v["sentences"] @ v["sentences"].T
         self.context_pairs = C.context_pairs(
-            self.statements, self.sentences, v["statements"] @ v["sentences"].T
+            self.statements, self.sentences, v["statement_sentence"]
         )
-        self.own_pairs = C.self_pairs(self.sentences, v["sentences"] @ v["sentences"].T)
+        self.own_pairs = C.self_pairs(self.sentences, v["sentence_sentence"])
         return self.context_pairs + self.own_pairs
 
 
@@ -248,7 +250,6 @@ def shared_features(ev: Evidence) -> None:
         fit = np.ones(1, np.float32)
     ev.features.update(
         n_sentences_log=math.log(n),
-        words_log=math.log(max(T.word_count(ev.response), 1)),
         loo_centroid_min=float(fit.min()),
         first_person_share=sum(T.first_person(s) for s in ev.sentences) / n,
         aside_share=sum(T.aside(s) for s in ev.sentences) / n,
@@ -302,10 +303,11 @@ def relevance_features(ev: Evidence) -> None:
 
 
 def completeness_features(ev: Evidence) -> None:
-    """Coverage of context statements, support of response sentences, conflicts, form."""
+    """Coverage of context statements, support of response sentences, conflicts, form (after
+    `Evidence.plan_pairs` and the agreement model's answers)."""
     v = ev.vectors
     sentences, statements = v["sentences"], v["statements"]
-    pair = statements @ sentences.T  # statements × sentences
+    pair = v["statement_sentence"]
     coverage = pair.max(axis=1)
     support = pair.max(axis=0)
     if ev.query:
@@ -322,7 +324,7 @@ def completeness_features(ev: Evidence) -> None:
         q_resp = float(v["response"][0] @ v["context"][0])
         topic = sentences @ v["context"][0]
         on_topic = support
-    self_sims = sentences @ sentences.T
+    self_sims = v["sentence_sentence"]
     n = len(ev.sentences)
     # Informative words: on-topic sentences that do not repeat an earlier one.
     repeated = {k for j in range(n) for k in range(j + 1, n) if self_sims[j, k] >= F.DUPLICATE}
@@ -335,11 +337,12 @@ def completeness_features(ev: Evidence) -> None:
     # Per context statement, the share of its content words (stems) that the response uses in
     # sentences restating the context: stated information is mostly restated in its own words.
     # Only restating sentences count, so added content that borrows a context word covers nothing.
+    sentence_stems = [T.word_stems(s) for s in ev.sentences]
     response_stems = {
         stem
-        for sentence, best in zip(ev.sentences, support, strict=True)
+        for stems, best in zip(sentence_stems, support, strict=True)
         if best >= SUPPORTED
-        for stem in T.word_stems(sentence)
+        for stem in stems
     }
     statement_stems = [stems for stems in map(T.word_stems, ev.statements) if stems]
     word_recall = [len(stems & response_stems) / len(stems) for stems in statement_stems]
@@ -348,7 +351,7 @@ def completeness_features(ev: Evidence) -> None:
     context_stems = set().union(*statement_stems) if statement_stems else set()
     grounding = {
         sentence: len(stems & context_stems) / len(stems)
-        for sentence, stems in zip(ev.sentences, map(T.word_stems, ev.sentences), strict=True)
+        for sentence, stems in zip(ev.sentences, sentence_stems, strict=True)
         if stems
     }
     ctx_conflicts = A.context_conflicts(ev.statements, ev.sentences, pair, " ".join(ev.context))
@@ -370,7 +373,6 @@ def completeness_features(ev: Evidence) -> None:
         ctx_word_recall=float(np.mean(word_recall)) if word_recall else 0.0,
         grounding_min=min(grounding.values(), default=1.0),
         resp_support_mean=float(support.mean()),
-        resp_support_min=float(support.min()),
         unsupported_share=float((support < SUPPORTED).mean()),
         ctx_offtopic_share=float((on_topic < OFFTOPIC).mean()),
         aspect_cover_min=float(aspect_cover.min()),
@@ -413,7 +415,6 @@ def completeness_features(ev: Evidence) -> None:
         contradicted_pair=SEPARATOR.join(quotes["context"]) if "context" in quotes else "",
         self_contradicted_pair=SEPARATOR.join(quotes["self"]) if "self" in quotes else "",
     )
-    ev.conflicts = ctx_conflicts + own_conflicts
 
 
 def _describe(conflicts: Sequence[A.Conflict]) -> str:

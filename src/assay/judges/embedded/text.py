@@ -1,4 +1,4 @@
-"""Plain-text helpers for the embedded judge: sentences, content words, numbers, structure."""
+"""Plain-text helpers for the embedded judge: sentences, content words, cues, structure."""
 
 from __future__ import annotations
 
@@ -10,14 +10,6 @@ _ABBREVIATIONS = re.compile(r"\b(e\.g|i\.e|etc|vs|Mr|Mrs|Dr|St|No|approx|incl|Fi
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
 _LIST_MARKER = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
-_NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*%?")
-# Negation that flips a statement. "no" and "without" are left out: they mostly quantify
-# ("no longer", "without cost") and paraphrases trade them freely.
-_NEGATION = re.compile(
-    r"\b(?:not|never|cannot|can't|won't|isn't|aren't|doesn't|don't|didn't|wasn't|weren't|"
-    r"hasn't|haven't|hadn't|shouldn't|couldn't|wouldn't|mustn't|none|nor)\b",
-    re.I,
-)
 _EXPLANATION_MARKERS = re.compile(
     r"\b(?:because|for example|for instance|such as|e\.g\.|i\.e\.|that is|which means|"
     r"this means|so that|in other words|like|imagine|think of|since|therefore|thus)\b",
@@ -97,14 +89,6 @@ def word_stems(text: str) -> set[str]:
     return {w[:5] for w in content_words(text)}
 
 
-def numbers(text: str) -> set[str]:
-    return {n.rstrip("%").replace(",", "") for n in _NUMBER.findall(text)}
-
-
-def has_negation(text: str) -> bool:
-    return _NEGATION.search(text) is not None
-
-
 _FIRST_PERSON = re.compile(r"\b(?:I|I'm|I've|I'd|me|my|mine)\b")
 
 
@@ -139,24 +123,6 @@ def shorten(text: str, limit: int = 90) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
-_CAPITALISED = re.compile(r"\b[A-Z][A-Za-z0-9]*(?:[- ][A-Z][A-Za-z0-9]*)*")
-
-
-def names(text: str) -> set[str]:
-    """Capitalised words and runs of them that are not just a sentence's first word."""
-    found: set[str] = set()
-    for sentence in _SENTENCE_START.split(text):
-        for m in _CAPITALISED.finditer(sentence):
-            name = m.group(0)
-            if m.start() == 0:  # the sentence's first word is capitalised anyway
-                name = name.partition(" ")[2]
-            if len(name) > 1 and name.lower() not in STOPWORDS:
-                found.add(name.lower())
-    return found
-
-
-_SENTENCE_START = re.compile(r"(?<=[.!?:])\s+|^\s*\**")
-
 #: Words that reverse a comparison or a direction when swapped for their partner.
 OPPOSITES = dict(
     pair.split("/")
@@ -174,16 +140,6 @@ OPPOSITES.update({b: a for a, b in list(OPPOSITES.items()) if b not in OPPOSITES
 
 def words(text: str) -> list[str]:
     return _WORD.findall(text.lower())
-
-
-def opposite_pairs(a: str, b: str) -> list[tuple[str, str]]:
-    """Words of `a` whose opposite appears in `b` but not in `a` itself (and vice versa)."""
-    wa, wb = set(words(a)), set(words(b))
-    return [(w, OPPOSITES[w]) for w in wa - wb if w in OPPOSITES and OPPOSITES[w] in wb - wa]
-
-
-def jaccard(a: set[str], b: set[str]) -> float:
-    return len(a & b) / len(a | b) if a or b else 0.0
 
 
 #: Openers that lean on an earlier sentence; an answer does not start with them.
