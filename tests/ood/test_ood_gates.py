@@ -155,3 +155,18 @@ def test_assay_run_metric_preflight_fails_fast_on_a_dead_system(tmp_path: Path) 
     assert done.returncode == 2
     assert "did not answer a first question (transport)" in done.stderr.strip().splitlines()[-1]
     assert not (tmp_path / "rows.scored.jsonl").exists()
+
+
+def test_junit_counts_errored_rows_as_skipped_when_errors_are_allowed(tmp_path: Path) -> None:
+    from assay.runner.ood_gates import write_ood_junit
+
+    lines = [
+        {"row": 1, "id": "a", "ood": {"error": True, "kind": "judge", "message": "no verdict"}},
+        {"row": 2, "id": "b", "error": {"field": "prompt", "message": "empty"}},
+    ]
+    for allow, errors, skipped in ((False, 2, 0), (True, 0, 2)):
+        path = tmp_path / f"allow-{allow}.xml"
+        counts = write_ood_junit(lines, path, [], "ood", allow_errors=allow)
+        suite = ET.parse(path).getroot().attrib
+        assert (counts.errors, counts.skipped) == (errors, skipped)
+        assert (suite["errors"], suite["skipped"]) == (str(errors), str(skipped))

@@ -65,6 +65,17 @@ async def test_llm_generator_and_judge_call_the_endpoint_and_never_guess(
     assert sum(result.usage.get("calls", 0) for result in results) == proxy.calls
     assert sum(result.usage.get("probe_calls", 0) for result in results) == len(proxy.probes)
     assert any(result.score is not None for result in results)
+    # A later batch with the same settings (how `assay run` feeds rows) probes no more.
+    sut = OpenAIChatSUT(f"{chatbot.url}/v1", model="harbour-bot")
+    try:
+        await score_rows(
+            in_domain_rows()[2:3],
+            {"use_case": BANK_PROFILE, "num_ood_queries": 2, "timeout_seconds": 300},
+            sut=sut,
+        )
+    finally:
+        await sut.aclose()
+    assert [body.get("response_format", {}).get("type") for body in proxy.probes] == probed
     for result in results:
         if result.score is None:
             assert result.error  # said why, instead of a score

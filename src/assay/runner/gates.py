@@ -199,9 +199,6 @@ def xml_text(text: str) -> str:
     return _XML_ILLEGAL.sub("", text)
 
 
-_clean = xml_text
-
-
 def _case_name(line: Mapping[str, Any]) -> str:
     row_id, row = line.get("id"), line.get("row")
     if row_id not in (None, ""):
@@ -212,9 +209,9 @@ def _case_name(line: Mapping[str, Any]) -> str:
 def junit_problem(case: ET.Element, kind: str, message: str, text: str, allow_errors: bool) -> None:
     """An errored row: a JUnit error, or a skipped case when errors are allowed."""
     if allow_errors:
-        ET.SubElement(case, "skipped", {"message": _clean(f"{kind}: {message}")}).text = text
+        ET.SubElement(case, "skipped", {"message": xml_text(f"{kind}: {message}")}).text = text
     else:
-        ET.SubElement(case, "error", {"type": kind, "message": _clean(message)}).text = text
+        ET.SubElement(case, "error", {"type": kind, "message": xml_text(message)}).text = text
 
 
 def junit_case(
@@ -232,12 +229,12 @@ def junit_case(
     The element's text holds the instruction breakdown. A row is never a failure on its own:
     gates are on mean scores, and each gate has its own case (`gate_case`).
     """
-    case = ET.Element("testcase", {"classname": classname, "name": _clean(_case_name(line))})
+    case = ET.Element("testcase", {"classname": classname, "name": xml_text(_case_name(line))})
     rejected = line.get("error")
     if isinstance(rejected, Mapping):
         message = f"{rejected.get('field', '?')}: {rejected.get('message', '')}"
         kind = str(rejected.get("kind") or "invalid_row")
-        text = _clean(f"row {line.get('row')} was not scored: {message}")
+        text = xml_text(f"row {line.get('row')} was not scored: {message}")
         junit_problem(case, kind, message, text, allow_errors)
         return case
     errored, report = [], []
@@ -247,7 +244,7 @@ def junit_case(
             errored.append(
                 (str(result.get("kind", "error")), f"{name}: {result.get('message', '')}")
             )
-    text = _clean("\n\n".join(report))
+    text = xml_text("\n\n".join(report))
     if errored:
         kinds = ",".join(sorted({kind for kind, _ in errored}))
         junit_problem(case, kinds, "; ".join(message for _, message in errored), text, allow_errors)
@@ -258,11 +255,11 @@ def junit_case(
 
 def gate_case(gate: GateCase, classname: str) -> ET.Element:
     """The `<testcase>` for one gate: a failure when the gate failed."""
-    case = ET.Element("testcase", {"classname": classname, "name": _clean(gate.name)})
+    case = ET.Element("testcase", {"classname": classname, "name": xml_text(gate.name)})
     if gate.failure is not None:
         ET.SubElement(
-            case, "failure", {"type": "gate_failed", "message": _clean(gate.failure)}
-        ).text = _clean(gate.failure)
+            case, "failure", {"type": "gate_failed", "message": xml_text(gate.failure)}
+        ).text = xml_text(gate.failure)
     return case
 
 

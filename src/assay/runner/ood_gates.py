@@ -121,19 +121,23 @@ def write_ood_junit(
         rejected = line.get("error")
         if isinstance(rejected, Mapping) or not isinstance(result, Mapping):
             message = str(rejected.get("message")) if isinstance(rejected, Mapping) else "no result"
-            counts.errors += not allow_errors
-            junit_problem(case, "invalid_row", xml_text(message), "", allow_errors)
+            junit_problem(case, "invalid_row", message, "", allow_errors)
         elif result.get("error") is True:
-            counts.errors += not allow_errors
             message = str(result.get("message", ""))
-            junit_problem(case, str(result.get("kind")), message, _case_text(result), allow_errors)
+            text = xml_text(_case_text(result))
+            junit_problem(case, str(result.get("kind")), message, text, allow_errors)
         else:
             ET.SubElement(case, "system-out").text = xml_text(
                 f"score {float(result['score']):.4g}\n{_case_text(result)}"
             )
     counts.tests = len(suite)
+    counts.errors = sum(case.find("error") is not None for case in suite)
+    counts.skipped = sum(case.find("skipped") is not None for case in suite)
     suite.attrib.update(
-        tests=str(counts.tests), failures=str(counts.failures), errors=str(counts.errors)
+        tests=str(counts.tests),
+        failures=str(counts.failures),
+        errors=str(counts.errors),
+        skipped=str(counts.skipped),
     )
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".partial")

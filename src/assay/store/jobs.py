@@ -70,28 +70,35 @@ def claim(store: Store, limit: int, lease_seconds: float, max_attempts: int) -> 
     A job already claimed `max_attempts` times is marked failed instead: a request that kills
     its worker every time must not take the server down forever.
     """
-    candidates = select(Job.id, Job.attempts).where(_claimable()).order_by(Job.created_at)
+    candidates = (
+        select(Job.id, Job.attempts, Job.request).where(_claimable()).order_by(Job.created_at)
+    )
     if store.is_postgresql:
         with store.transaction() as session:
             locked = session.execute(candidates.limit(limit).with_for_update(skip_locked=True))
             return [
                 job
-                for job_id, attempts in locked.all()
-                if (job := _take(session, job_id, attempts, lease_seconds, max_attempts))
+                for job_id, attempts, request in locked.all()
+                if (job := _take(session, job_id, attempts, request, lease_seconds, max_attempts))
             ]
     with store.reading() as session:
         found = session.execute(candidates.limit(limit)).all()
     claimed: list[ClaimedJob] = []
-    for job_id, attempts in found:
+    for job_id, attempts, request in found:
         with store.transaction() as session:
-            job = _take(session, job_id, attempts, lease_seconds, max_attempts)
+            job = _take(session, job_id, attempts, request, lease_seconds, max_attempts)
         if job is not None:
             claimed.append(job)
     return claimed
 
 
 def _take(
-    session: Session, job_id: str, attempts: int, lease_seconds: float, max_attempts: int
+    session: Session,
+    job_id: str,
+    attempts: int,
+    request: dict[str, Any],
+    lease_seconds: float,
+    max_attempts: int,
 ) -> ClaimedJob | None:
     """Claim one candidate seen with `attempts`, unless another worker changed it since
     (the conditional UPDATE then matches nothing); fail it instead past `max_attempts`."""
@@ -121,7 +128,6 @@ def _take(
     )
     if won.rowcount != 1:  # type: ignore[attr-defined]
         return None  # another worker was quicker
-    request = session.execute(select(Job.request).where(Job.id == job_id)).scalar_one()
     return ClaimedJob(job_id, attempts + 1, request)
 
 

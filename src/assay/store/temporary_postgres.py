@@ -13,6 +13,7 @@ import glob
 import os
 import pwd
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -70,6 +71,13 @@ class TemporaryPostgres:
         return {"user": self._account.pw_uid, "group": self._account.pw_gid, "extra_groups": []}
 
     def start(self, timeout: float = 60.0) -> None:
+        try:
+            self._start(timeout)
+        except BaseException:
+            self.stop()  # a cluster that failed to start leaves no process and no folder
+            raise
+
+    def _start(self, timeout: float) -> None:
         if self._account is not None:
             os.chown(self.folder, self._account.pw_uid, self._account.pw_gid)
         subprocess.run(
@@ -115,7 +123,6 @@ class TemporaryPostgres:
                 return
             except psycopg.OperationalError:
                 if time.monotonic() > deadline:
-                    self.stop()
                     raise RuntimeError(f"PostgreSQL did not start: {self._log_tail()}") from None
                 time.sleep(0.1)
 
@@ -134,7 +141,7 @@ class TemporaryPostgres:
     def stop(self) -> None:
         """Fast shutdown (SIGINT), then remove the cluster's folder."""
         if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(2)
+            self.process.send_signal(signal.SIGINT)
             try:
                 self.process.wait(timeout=30)
             except subprocess.TimeoutExpired:

@@ -30,6 +30,7 @@ import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
+from functools import cache
 from typing import Any, TypeVar
 
 import openai
@@ -377,6 +378,13 @@ class LLMEndpoint:
         if limiter is None:
             limiter = self._limiters[loop] = asyncio.Semaphore(self.settings.concurrency)
         return limiter
+
+
+@cache
+def shared_endpoint(settings: LLMSettings) -> LLMEndpoint:
+    """This process's endpoint for `settings`: its probe runs and its call cache opens once, not
+    once per batch of rows (the endpoint keeps its clients and locks per event loop)."""
+    return LLMEndpoint(settings)
 
 
 def read_json(completion: Completion) -> Any:

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from assay._sync import run_sync
-from assay.judges.openai.endpoint import LLMEndpoint
+from assay.judges.openai.endpoint import shared_endpoint
 from assay.judges.openai.settings import configured_settings
 from assay.judges.usage import collect_usage
 from assay.metrics.ood.config import OODMetricConfig, parse_config
@@ -273,7 +273,8 @@ async def score_rows(
     judge: the OOD judge; default the LLM judge when ASSAY_LLM_BASE_URL and ASSAY_LLM_MODEL are
         set (with the other ASSAY_LLM_* settings), else the embedded one.
     generator: the probe generator; default likewise (LLM when configured, else the bank). The
-        default LLM judge and generator share one `LLMEndpoint`.
+        default LLM judge and generator share one `LLMEndpoint` per
+        settings in this process (`shared_endpoint`).
     explain: attach evidence to every judged case.
     on_progress: called with the number of rows finished so far.
 
@@ -287,7 +288,7 @@ async def score_rows(
             "sut", "the probes need a live system under test (pass sut=..., or --sut-url)"
         )
     llm = configured_settings() if judge is None or generator is None else None
-    endpoint = LLMEndpoint(llm) if llm is not None else None
+    endpoint = shared_endpoint(llm) if llm is not None else None
     if judge is None:
         judge = LLMOODJudge(endpoint) if endpoint else EmbeddedOODJudge()
     run = _Run(
