@@ -86,6 +86,13 @@ def test_run_scores_each_row_and_summarises_the_metric(
     assert summary["mean_score"] == 1.0
     assert summary["ood"]["confusion"]["correct_refusal"] == 6
     assert summary["ood"]["over_rejection_rate"] == 0.0
+    # The same command again finds its output finished and asks the system under test nothing.
+    asked = len(chatbot.policy.queries)
+    again = assay(
+        "run", str(data), "--metric", "llm.ood_detection", "--config", str(config), "--out", str(out)
+    )  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert len(chatbot.policy.queries) == asked
 
 
 def test_a_probe_shortfall_is_in_the_run_summary_and_on_the_terminal(

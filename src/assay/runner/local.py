@@ -292,6 +292,7 @@ async def drive_run(
             f"{output_path} holds a finished run; pass --overwrite to replace it, or "
             "--retry-failed to rescore its failed rows",
         )
+    await scorer.before_rows()
     if checkpoint is not None and control.on_resume is not None:
         control.on_resume(checkpoint.rows_done)
     checkpoint = checkpoint or Checkpoint(this_run)

@@ -19,7 +19,6 @@ from typing import Any
 
 import yaml
 
-from assay._sync import run_sync
 from assay.detectors import DETECTORS
 from assay.judges.openai.settings import configured_settings
 from assay.metrics.manifest import all_manifests
@@ -100,8 +99,7 @@ class MetricScorer:
         configured_settings()  # a bad ASSAY_LLM_* value fails the run up front, named
 
     def check_input(self, path: Path) -> None:
-        """Fail before the run when the file lacks a required column (naming them all), or when
-        the system under test does not answer a first question (`preflight`)."""
+        """Fail before the run when the file lacks a required column (naming them all)."""
         columns = input_columns(path)
         mapped = {wanted for wanted, present in self.column_map if present in columns}
         missing = [c for c in REQUIRED_COLUMNS if c not in columns and c not in mapped]
@@ -109,21 +107,16 @@ class MetricScorer:
             raise RequestValidationError(
                 ", ".join(missing), f"required column(s) missing from {path.name} ({self.metric})"
             )
-        _ = self.first_reply
 
-    @cached_property
-    def first_reply(self) -> str:
-        """The system under test's answer to one question, asked once per run before it starts
-        (`metrics.ood.preflight`); raises RequestValidationError when there is none."""
-        return run_sync(self._preflight())
-
-    async def _preflight(self) -> str:
+    async def before_rows(self) -> None:
+        """Ask the system under test one question before any row is scored
+        (`metrics.ood.preflight`); raises RequestValidationError when it does not answer."""
         config, sut_options = self.settings
         assert config.use_case is not None  # checked by `settings`
         examples = profile_from_mapping(config.use_case).examples()
         sut = build_sut(sut_options, config)
         try:
-            return await preflight(sut, examples[0] if examples else "Hello", config)
+            await preflight(sut, examples[0] if examples else "Hello", config)
         finally:
             await sut.aclose()
 

@@ -144,6 +144,10 @@ class RowScorer(Protocol):
     def check_input(self, path: Path) -> None:
         """Raise RequestValidationError when the input cannot suit (e.g. a missing column)."""
 
+    async def before_rows(self) -> None:
+        """Raise RequestValidationError when a run that will score rows cannot (e.g. a system
+        under test that does not answer); not called for a dry run or a finished output."""
+
     def output_columns(self, columns: Sequence[str]) -> list[str]:
         """Which of the input's `columns` output lines carry, under their names there (the
         Parquet writer gives each its own column)."""
@@ -250,6 +254,9 @@ class DetectorScorer:
         exist, or when no row of the file could be scored (see `columns.check_detector_columns`);
         single rows are still checked one by one as they are read."""
         check_detector_columns(path, self.column_map, self.detectors)
+
+    async def before_rows(self) -> None:
+        """Nothing to check: the judge is checked by name in `check`."""
 
     def output_columns(self, columns: Sequence[str]) -> list[str]:
         """Columns of the input (`columns`, as named in the file) that output lines carry: the
