@@ -311,14 +311,11 @@ async def drive_run(
             control.on_publish_progress,
             control.publish_batch_size,
         )
-    embedding = shared_cache().stats().since(cache_before).plus(*(elsewhere or _none)())
+    other_hits, other_misses = elsewhere() if elsewhere else (0, 0)
+    embedding = shared_cache().stats().since(cache_before).plus(other_hits, other_misses)
     summary = write_summary(input_path, output_path, scorer.score_names, this_run, embedding)
     remove_checkpoint(checkpoint_path)
     return summary
-
-
-def _none() -> tuple[int, int]:
-    return 0, 0
 
 
 async def _write_output(

@@ -40,12 +40,11 @@ class Reading:
 
 @dataclass(frozen=True)
 class Member:
-    """One top-level member of a JSON object: its key, value, and the value's span."""
+    """One top-level member of a JSON object: its key, value, and where the value starts."""
 
     key: str
     value: Any
     start: int
-    end: int
 
 
 _DECODER = json.JSONDecoder(strict=False)  # raw newlines inside a quote are common and harmless
@@ -88,7 +87,7 @@ def json_members(text: str) -> list[Member]:
             value, position = _DECODER.raw_decode(text, start)
         except ValueError:
             return members
-        members.append(Member(key, value, start, position))
+        members.append(Member(key, value, start))
 
 
 def read_fields(completion: Completion, count: int) -> dict[int, Reading]:
