@@ -258,6 +258,24 @@ def expected_calibration_error(
     return float(total)
 
 
+def machine() -> str:
+    """Cores and CPU, for speed figures: int8 inference runs about 2.5× faster where the CPU has
+    AVX-512 VNNI than on AVX2 alone, so a speed figure means little without them."""
+    model, flags = "unknown CPU", set()
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and model == "unknown CPU":
+                model = value.strip()
+            elif key.strip() == "flags" and not flags:
+                flags = set(value.split())
+    vector = (
+        "AVX-512 VNNI" if "avx512_vnni" in flags else "AVX2, no VNNI" if "avx2" in flags else ""
+    )
+    return ", ".join(p for p in (f"{os.cpu_count()} cores", model, vector) if p)
+
+
 def write_section(title: str, body: str) -> None:
     """Replace (or add) the section `## title` in bench/RESULTS.md."""
     text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"

@@ -69,7 +69,7 @@ def main() -> None:
     ]
     lines = [
         f"{args.rows} rows of haluquestqa answers, output_relevance, embedded judge, batch size "
-        f"{args.batch_size}; `python bench/scale.py --rows {args.rows}` on 2 cores. Time includes "
+        f"{args.batch_size}; `python bench/scale.py --rows {args.rows}` on {common.machine()}. Time includes "
         "process start and model load.",
         "",
         "| engine | wall time (s) | rows/s | peak RSS of the assay process (MiB) |",

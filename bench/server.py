@@ -127,7 +127,7 @@ def cache_case(args: argparse.Namespace) -> None:
     common.write_section(
         "Server: embedding cache",
         f"`python bench/server.py --cases cache --questions {args.questions}` on this machine "
-        f"({os.cpu_count()} cores, shared with other work): ragchecker questions with their "
+        f"({common.machine()}, shared with other work): ragchecker questions with their "
         "reference as context, both detectors, one item per request from 8 concurrent clients, "
         "against a fresh `assay serve` (SQLite) with `ASSAY_EMBEDDING_CACHE_MB=0` (off) or the "
         "default 64 MiB (on), after the same 8-row warm-up (haluquestqa rows, sharing no text). In the RAG workload each question "
@@ -142,7 +142,7 @@ def replica_case(args: argparse.Namespace) -> None:
     common.write_section(
         "Server: replicas",
         f"`python bench/server.py --cases replicas --jobs {args.jobs}` on this machine "
-        f"({os.cpu_count()} cores, shared with other work): {args.jobs} async output_relevance "
+        f"({common.machine()}, shared with other work): {args.jobs} async output_relevance "
         "jobs (haluquestqa texts) submitted 50 per request, spread over the replicas, timed "
         "until every job is done. PostgreSQL is a throwaway local cluster. On 2 cores the "
         "replicas share the same CPU: the point is the overhead of PostgreSQL and of the shared "
@@ -196,7 +196,7 @@ def concurrency_levels(args: argparse.Namespace) -> None:
     print(text)
     common.write_section(
         "Server /v2/detect (assay serve)",
-        f"`python bench/server.py --cases levels --requests {args.requests}` on this machine ({os.cpu_count()} cores, "
+        f"`python bench/server.py --cases levels --requests {args.requests}` on this machine ({common.machine()}, "
         "CPU only, shared with other work): single-item output_relevance bodies with haluquestqa "
         "queries and answers, against an `assay serve` subprocess on loopback (SQLite file, "
         "micro-batching on, auth on, embedding cache off: every level posts the same bodies). "

@@ -83,10 +83,9 @@ def main() -> None:
         )
     text = "\n".join(lines)
     print(text)
-    machine = f"{os.cpu_count()} cores"
     common.write_section(
         "Speed (embedded judge)",
-        f"`python bench/speed.py` on this machine ({machine}, CPU only, onnxruntime threads = "
+        f"`python bench/speed.py` on this machine ({common.machine()}, CPU only, onnxruntime threads = "
         f"ASSAY_THREADS or min(cores, 4); embedding cache off).\n\n" + text,
     )
 
