@@ -6,14 +6,18 @@ elsewhere; benchmarks skip cleanly when the folder is absent.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import itertools
 import json
 import os
 import sys
+import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import httpx
 import numpy as np
 
 from assay.detectors import DETECTORS
@@ -256,6 +260,47 @@ def expected_calibration_error(
         if mask.any():
             total += mask.mean() * abs(probabilities[mask].mean() - outcomes[mask].mean())
     return float(total)
+
+
+async def post_detect(
+    url: str,
+    api_key: str,
+    payloads: list[list[dict[str, Any]]],
+    clients: int,
+    total: int | None = None,
+) -> dict[str, float]:
+    """POST `total` bodies (default: each of `payloads` once) to /v2/detect, in order, cycling
+    through `payloads`, from `clients` concurrent senders: requests/s, latencies in ms, errors."""
+    cycle = itertools.cycle(payloads)
+    remaining = len(payloads) if total is None else total
+    latencies: list[float] = []
+    errors = 0
+
+    async def sender(http: httpx.AsyncClient) -> None:
+        nonlocal remaining, errors
+        while remaining > 0:
+            remaining -= 1
+            body = next(cycle)
+            started = time.perf_counter()
+            response = await http.post("/v2/detect", json=body)
+            latencies.append((time.perf_counter() - started) * 1000)
+            if response.status_code != 200:
+                errors += 1
+
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    headers = {"Authorization": f"Bearer {api_key}"}
+    async with httpx.AsyncClient(base_url=url, headers=headers, limits=limits, timeout=300) as http:
+        started = time.perf_counter()
+        await asyncio.gather(*(sender(http) for _ in range(clients)))
+        elapsed = time.perf_counter() - started
+    p50, p99 = np.percentile(latencies, [50, 99])
+    return {
+        "requests": len(latencies),
+        "rps": len(latencies) / elapsed,
+        "p50": p50,
+        "p99": p99,
+        "errors": errors,
+    }
 
 
 def machine() -> str:

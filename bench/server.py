@@ -14,15 +14,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import itertools
 import os
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
-
-import httpx
-import numpy as np
 
 import common
 import server_cache
@@ -45,42 +41,6 @@ def bodies(limit: int) -> list[list[dict[str, Any]]]:
         ]
         for row in common.relevance_rows()[:limit]
     ]
-
-
-async def level(
-    url: str, payloads: list[list[dict[str, Any]]], clients: int, total: int
-) -> dict[str, float]:
-    """Post `total` requests with `clients` concurrent senders; latencies in ms."""
-    cycle = itertools.cycle(payloads)
-    remaining = total
-    latencies: list[float] = []
-    errors = 0
-
-    async def sender(http: httpx.AsyncClient) -> None:
-        nonlocal remaining, errors
-        while remaining > 0:
-            remaining -= 1
-            body = next(cycle)
-            started = time.perf_counter()
-            response = await http.post("/v2/detect", json=body)
-            latencies.append((time.perf_counter() - started) * 1000)
-            if response.status_code != 200:
-                errors += 1
-
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
-    headers = {"Authorization": f"Bearer {API_KEY}"}
-    async with httpx.AsyncClient(base_url=url, headers=headers, limits=limits, timeout=300) as http:
-        started = time.perf_counter()
-        await asyncio.gather(*(sender(http) for _ in range(clients)))
-        elapsed = time.perf_counter() - started
-    p50, p99 = np.percentile(latencies, [50, 99])
-    return {
-        "requests": len(latencies),
-        "rps": len(latencies) / elapsed,
-        "p50": p50,
-        "p99": p99,
-        "errors": errors,
-    }
 
 
 def in_process_rate(payloads: list[list[dict[str, Any]]], count: int = 40) -> float:
@@ -174,11 +134,14 @@ def concurrency_levels(args: argparse.Namespace) -> None:
             environment={CACHE_MB_ENV: "0"},
         )
         with server:
-            asyncio.run(level(server.url, payloads, 4, 20))  # warm-up: connections, caches
-            rows = [
-                (clients, asyncio.run(level(server.url, payloads, clients, args.requests)))
-                for clients in levels
-            ]
+
+            def level(clients: int, total: int) -> dict[str, float]:
+                return asyncio.run(
+                    common.post_detect(server.url, API_KEY, payloads, clients, total)
+                )
+
+            level(4, 20)  # warm-up: connections, caches
+            rows = [(clients, level(clients, args.requests)) for clients in levels]
     lines = [
         "| concurrent clients | requests | req/s | p50 latency (ms) | p99 latency (ms) | errors |",
         "|---|---|---|---|---|---|",

@@ -63,28 +63,12 @@ def no_repeat_bodies(count: int) -> list[list[dict[str, Any]]]:
     return [_item(row["query"], list(row["context"]), row["a"]) for row in rows]
 
 
-async def _post_all(
-    url: str, api_key: str, bodies: list[list[dict[str, Any]]], clients: int
-) -> float:
+def _rate(url: str, api_key: str, bodies: list[list[dict[str, Any]]], clients: int) -> float:
     """Rows/s posting every body once, in order, from `clients` concurrent senders."""
-    pending = list(reversed(bodies))
-    errors = 0
-
-    async def sender(http: httpx.AsyncClient) -> None:
-        nonlocal errors
-        while pending:
-            response = await http.post("/v2/detect", json=pending.pop())
-            errors += response.status_code != 200
-
-    headers = {"Authorization": f"Bearer {api_key}"}
-    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=300) as http:
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-        await asyncio.gather(*(sender(http) for _ in range(clients)))
-        elapsed = loop.time() - started
-    if errors:
-        raise SystemExit(f"{errors} requests failed")
-    return len(bodies) / elapsed
+    figures = asyncio.run(common.post_detect(url, api_key, bodies, clients))
+    if figures["errors"]:
+        raise SystemExit(f"{figures['errors']:.0f} requests failed")
+    return figures["rps"]
 
 
 def _health(url: str) -> dict[str, Any]:
@@ -119,11 +103,9 @@ def measure(
                     environment={CACHE_MB_ENV: megabytes},
                 )
                 with server:
-                    asyncio.run(_post_all(server.url, api_key, warm_up, clients))
+                    _rate(server.url, api_key, warm_up, clients)
                     before = _health(server.url)
-                    figures[name][setting] = asyncio.run(
-                        _post_all(server.url, api_key, bodies, clients)
-                    )
+                    figures[name][setting] = _rate(server.url, api_key, bodies, clients)
                     after = _health(server.url)
             if setting == "on":
                 hits = after["hits"] - before["hits"]

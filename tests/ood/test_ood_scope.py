@@ -8,6 +8,7 @@ import numpy as np
 from chatbot import BANK_PROFILE, no_llm_env  # noqa: F401 - autouse fixture
 
 from assay.judges.embedded.embedding_cache import shared_encoder
+from assay.metrics.ood.bank import probe_bank
 from assay.metrics.ood.bank_probes import choose_probes
 from assay.metrics.ood.capabilities import (
     CAPABILITY_FILE,
@@ -19,7 +20,7 @@ from assay.metrics.ood.probe_types import ProbeRequest
 from assay.metrics.ood.profile import profile_from_mapping
 from assay.metrics.ood.prompt_sections import read_sections
 from assay.metrics.ood.refusal import refusal_probabilities, without_query
-from assay.metrics.ood.scope import in_scope_probabilities, scope_index
+from assay.metrics.ood.scope import build_index, in_scope_probabilities, scope_index
 from assay.metrics.ood.vectors import shipped_vectors
 
 CARDS_ONLY = profile_from_mapping(
@@ -182,3 +183,28 @@ def test_bank_profile_in_domain_prompts_stay_in_scope() -> None:
         profile,
     )
     assert min(p) >= 0.5
+
+
+def test_an_index_encodes_the_profiles_own_texts_and_reuses_the_banks_vectors() -> None:
+    class Counting:
+        """The shared encoder, recording what it is asked to encode."""
+
+        def __init__(self) -> None:
+            self.asked: list[str] = []
+
+        def encode(self, texts: list[str], kind: str = "passage") -> np.ndarray:
+            self.asked += texts
+            return shared_encoder().encode(texts, kind)  # type: ignore[arg-type]
+
+    counting = Counting()
+    index = build_index(CARDS_ONLY, counting, capability_table())  # type: ignore[arg-type]
+    # Another encoder than the shared one embeds the everyday probe bank itself (two of its
+    # questions are also capability requests); the capability bank's rows come from the table.
+    capabilities = set(bank_texts()) - {probe.text for probe in probe_bank()}
+    assert "activating a card" in counting.asked  # the profile's own topics are encoded
+    assert not capabilities & set(counting.asked)
+    # The bank's rows are the table's own vectors: the same index as the cached default.
+    default = scope_index(CARDS_ONLY)
+    assert index.claimed == default.claimed and len(index.listed) > len(CARDS_ONLY.examples())
+    np.testing.assert_array_equal(index.listed, default.listed)
+    np.testing.assert_array_equal(index.unlisted, default.unlisted)

@@ -10,7 +10,7 @@ contrast for other fields. The generator draws near-domain probes from the unlis
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 
 import numpy as np
 import numpy.typing as npt
@@ -58,6 +58,16 @@ class CapabilityTable:
         """The name and requests of capability `index`."""
         capability = self.capabilities[index]
         return [capability.name, *capability.requests]
+
+    @cached_property
+    def vector_of(self) -> dict[str, Matrix]:
+        """Each bank text (a capability's name or request) -> its row of the table, so that a
+        profile's index reuses the table's vectors instead of encoding the bank again."""
+        requests = [r for c in self.capabilities for r in c.requests]
+        found = dict(zip(requests, self.request_vectors, strict=True))
+        for capability, vector in zip(self.capabilities, self.name_vectors, strict=True):
+            found.setdefault(capability.name, vector)
+        return found
 
 
 @cache

@@ -57,8 +57,14 @@ SELF_MATCH = 0.995
 IN_SCOPE_THRESHOLD = 0.5
 
 
-def _matrix(encoder: CachedEncoder, texts: Sequence[str]) -> Matrix:
-    return encoder.encode(list(texts)) if texts else np.zeros((0, 384), dtype=np.float32)
+def _matrix(encoder: CachedEncoder, table: CapabilityTable, texts: Sequence[str]) -> Matrix:
+    """Embeddings of `texts`: a bank text's row of `table`, any other text encoded."""
+    if not texts:
+        return np.zeros((0, 384), dtype=np.float32)
+    known = table.vector_of
+    missing = list(dict.fromkeys(t for t in texts if t not in known))
+    fresh = dict(zip(missing, encoder.encode(missing), strict=True)) if missing else {}
+    return np.stack([known[t] if t in known else fresh[t] for t in texts]).astype(np.float32)
 
 
 def _claims(
@@ -141,18 +147,18 @@ def build_index(
     table = table or capability_table(encoder)
     own = profile.topics() + profile.examples()
     prose = profile.summary_texts()
-    claimed, claim_match = _claims(table, _matrix(encoder, own))
+    claimed, claim_match = _claims(table, _matrix(encoder, table, own))
     if not own:
         # No list to hold the profile to: its prose stands for the scope, and whole domains
         # that the prose describes count as listed.
         own = prose
-        described = _matrix(encoder, prose)
+        described = _matrix(encoder, table, prose)
         domain_names = sorted({c.domain_name for c in table.capabilities})
-        fit = (described @ _matrix(encoder, domain_names).T).max(axis=0)
+        fit = (described @ _matrix(encoder, table, domain_names).T).max(axis=0)
         matched = {name for name, sim in zip(domain_names, fit, strict=True) if sim >= DOMAIN_MIN}
         claimed = np.array([c.domain_name in matched for c in table.capabilities])
         claim_match = claimed.astype(float)
-    forbidden, forbid_match = _claims(table, _matrix(encoder, profile.disallowed()))
+    forbidden, forbid_match = _claims(table, _matrix(encoder, table, profile.disallowed()))
     # A capability both listed and disallowed goes to whichever it matches better.
     both = claimed & forbidden
     claimed &= ~(both & (forbid_match > claim_match))
@@ -165,16 +171,16 @@ def build_index(
         return [text for i in np.flatnonzero(mask) for text in table.texts_of(int(i))]
 
     listed_texts = list(dict.fromkeys(own + texts(claimed)))
-    listed = _matrix(encoder, listed_texts)
+    listed = _matrix(encoder, table, listed_texts)
     everyday = bank_vectors(encoder)
     closeness = (everyday @ listed.T).max(axis=1) if len(listed) else np.zeros(len(everyday))
     other = np.vstack(
-        [_matrix(encoder, texts(free & ~in_play)), everyday[closeness < BANK_OVERLAP]]
+        [_matrix(encoder, table, texts(free & ~in_play)), everyday[closeness < BANK_OVERLAP]]
     )
     return ScopeIndex(
         listed=listed,
-        unlisted=_matrix(encoder, texts(free & in_play)),
-        disallowed=_matrix(encoder, profile.disallowed() + texts(forbidden)),
+        unlisted=_matrix(encoder, table, texts(free & in_play)),
+        disallowed=_matrix(encoder, table, profile.disallowed() + texts(forbidden)),
         other=other,
         listed_texts=tuple(listed_texts),
         claimed=tuple(int(i) for i in np.flatnonzero(claimed)),
