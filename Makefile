@@ -92,7 +92,9 @@ setup-train: $(TRAIN_VENV)/bin/python
 train-agreement: setup-train
 	mkdir -p $(MODELS)
 	cd bench && ../$(TRAIN_VENV)/bin/python train_agreement.py --folds 2,3,4 --out .cache/models/agreement-folds234.onnx
+	cd bench && ../$(TRAIN_VENV)/bin/python pack_agreement.py .cache/models/agreement-folds234.onnx --out-dir models/folds234
 	cd bench && ../$(TRAIN_VENV)/bin/python train_agreement.py --folds 0,1 --out .cache/models/agreement-folds01.onnx
+	cd bench && ../$(TRAIN_VENV)/bin/python pack_agreement.py .cache/models/agreement-folds01.onnx --out-dir models/folds01
 	cd bench && ../$(TRAIN_VENV)/bin/python train_agreement.py --folds 0,1,2,3,4 --out .cache/models/agreement-all.onnx
 	cd bench && ../$(TRAIN_VENV)/bin/python pack_agreement.py .cache/models/agreement-all.onnx
 

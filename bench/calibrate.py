@@ -33,6 +33,7 @@ from sklearn.metrics import roc_auc_score
 
 import common
 from assay.detectors import DETECTORS
+from assay.judges.embedded.agreement_model import MODEL_FILE
 from assay.judges.embedded.calibration import recalibrate
 from assay.judges.embedded.signals import feature_names, feature_signs
 from pairs import FOLDS, DevSet, Row, dev_set, fold_of
@@ -124,13 +125,14 @@ def _balanced(y: np.ndarray, w: np.ndarray, total: float) -> np.ndarray:
 
 #: The agreement model is cross-fitted: rows of one half of the folds are read by a model
 #: trained on the other half (`bench/train_agreement.py --folds ...`), never by one that saw them.
+#: Both models are kept packed in the repository (`bench/pack_agreement.py --out-dir`).
 HALVES = (frozenset({0, 1}), frozenset({2, 3, 4}))
-MODELS = common.CACHE / "models"
+MODELS = common.ROOT / "bench" / "models"
 
 
 def agreement_model_for(fold: int) -> Path:
     other = next(h for h in HALVES if fold not in h)
-    path = MODELS / f"agreement-folds{''.join(map(str, sorted(other)))}.onnx"
+    path = MODELS / f"folds{''.join(map(str, sorted(other)))}" / MODEL_FILE
     if not path.exists():
         raise SystemExit(
             f"{path} is missing: train it with `make train-agreement` (see bench/train_agreement.py)"

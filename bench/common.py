@@ -179,7 +179,8 @@ class CachedAgreement:
         missing = [p for p, k in zip(pairs, keys, strict=True) if k not in self.answers]
         if missing:
             if self.model is None:
-                self.model = AgreementModel(self.path, sha256=None)
+                # Unpinned: the cross-fitted models are not the shipped one.
+                self.model = AgreementModel(self.path, sha256=None, weights_sha256=None)
             fresh = self.model.predict(list(dict.fromkeys(missing)))
             for p, row in zip(dict.fromkeys(missing), fresh, strict=True):
                 self.answers[json.dumps(p)] = [round(float(x), 5) for x in row]

@@ -12,6 +12,10 @@ layers moved them only a little. So the packed form is:
 script checks that it does, and prints the two sha256 values to pin in `agreement_model.py`.
 
     .venv-train/bin/python bench/pack_agreement.py bench/.cache/models/agreement-all.onnx
+
+The two cross-fitted models the benchmarks read (see `bench/calibrate.py`) are packed the same
+way into `bench/models/folds01/` and `bench/models/folds234/` (`--out-dir`), so that the
+out-of-fold figures can be rerun without training.
 """
 
 from __future__ import annotations
@@ -53,7 +57,15 @@ def closest_base(values: np.ndarray, base: dict[str, np.ndarray]) -> tuple[str, 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("model", type=Path, help="the whole int8 ONNX file from train_agreement.py")
+    parser.add_argument(
+        "--out-dir",
+        type=Path,
+        default=OUT,
+        help="where to write the packed pair (default: the package, i.e. the shipped model)",
+    )
     args = parser.parse_args()
+    out: Path = args.out_dir
+    out.mkdir(parents=True, exist_ok=True)
     model = onnx.load(str(args.model))
     tensors = {t.name: t for t in model.graph.initializer}
     base = base_weights()
@@ -91,7 +103,7 @@ def main() -> None:
             entry.key, entry.value = key, str(value)
         offset += len(raw)
     np.savez_compressed(
-        OUT / RESIDUALS_FILE,
+        out / RESIDUALS_FILE,
         names=np.array(names),
         sources=np.array(sources),
         transposed=np.array(transposed),
@@ -100,13 +112,13 @@ def main() -> None:
         zeros=np.array([int(z) for z in zeros], dtype=np.int64),
         **{f"residual_{i}": r for i, r in enumerate(residuals)},
     )
-    onnx.save(model, str(OUT / MODEL_FILE))
+    onnx.save(model, str(out / MODEL_FILE))
     # The rebuilt bytes must be the trained model's, in the order the offsets were given.
-    rebuilt = rebuild_weights(OUT / RESIDUALS_FILE)
+    rebuilt = rebuild_weights(out / RESIDUALS_FILE)
     assert rebuilt == b"".join(originals), "rebuilt weights differ from the trained model's"
-    for path in (OUT / MODEL_FILE, OUT / RESIDUALS_FILE):
+    for path in (out / MODEL_FILE, out / RESIDUALS_FILE):
         print(f"{path.name}: {path.stat().st_size / 1e6:.1f} MB")
-    print("MODEL_SHA256 =", hashlib.sha256((OUT / MODEL_FILE).read_bytes()).hexdigest())
+    print("MODEL_SHA256 =", hashlib.sha256((out / MODEL_FILE).read_bytes()).hexdigest())
     print("WEIGHTS_SHA256 =", hashlib.sha256(rebuilt).hexdigest())
 
 
