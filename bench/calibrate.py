@@ -13,6 +13,10 @@ balance, which is where a label should flip.
 
 Everything is reported out-of-fold: five folds by question group, a fold's rows (and the damaged
 copies made from them) never in the fit that scores them. The shipped model is fitted on all rows.
+Per instruction it also gives the ECE a perfectly calibrated model would show on the same rows
+and weights (outcomes drawn from its own probabilities: the noise floor of that figure), and, for
+completeness, how often its labels favour the more and the less complete answer of ragchecker's
+pairs (an instruction whose labels lean neither way only dilutes the score there).
 
     python bench/calibrate.py [--dry-run]
 """
@@ -376,9 +380,31 @@ def human_table(table: Table, probs: np.ndarray, data: DevSet) -> list[tuple[str
     return out
 
 
-def check_table(table: Table, probs: np.ndarray) -> list[tuple[str, ...]]:
-    """Per instruction: out-of-fold AUROC and ECE on its own supervision, spread over dev rows."""
+def ece_floor(p: np.ndarray, w: np.ndarray, draws: int = 300) -> float:
+    """The ECE a perfectly calibrated model would show on rows with these probabilities and
+    weights (outcomes drawn from p itself): below it, a measured ECE is sampling noise."""
+    rng = np.random.default_rng(0)
+    return float(
+        np.mean([weighted_ece(p, (rng.random(len(p)) < p).astype(float), w) for _ in range(draws)])
+    )
+
+
+def pair_labels(table: Table, probs: np.ndarray, data: DevSet) -> np.ndarray:
+    """Per completeness instruction, over ragchecker's non-tie pairs: the share of pairs whose
+    labels favour the more complete answer, and the share that favour the other one."""
+    decided = [p for p in data.human_pairs if p[2]["completeness"] != 0]
+    first = np.array([p[2]["completeness"] > 0 for p in decided])
+    a, b = np.array([p[0] for p in decided]), np.array([p[1] for p in decided])
+    labels = probs >= 0.5
+    good, worse = labels[np.where(first, b, a)], labels[np.where(first, a, b)]
+    return np.stack([(good & ~worse).mean(axis=0), (~good & worse).mean(axis=0)], axis=1)
+
+
+def check_table(table: Table, probs: np.ndarray, data: DevSet) -> list[tuple[str, ...]]:
+    """Per instruction: out-of-fold AUROC and ECE on its own supervision, spread over dev rows,
+    and (completeness) which way its labels lean on the ragchecker pairs."""
     out = []
+    sides = pair_labels(table, probs, data) if table.detector == "completeness" else None
     for c, instruction in enumerate(DETECTORS[table.detector].instructions):
         index, y, w = table.supervision[instruction.check]
         p = probs[index, c]
@@ -390,9 +416,11 @@ def check_table(table: Table, probs: np.ndarray) -> list[tuple[str, ...]]:
                 f"{roc_auc_score(y[human], p[human]):.3f}",
                 f"{roc_auc_score(y[~human], p[~human]):.3f}" if (~human).any() else "—",
                 f"{weighted_ece(p, y, w):.3f}",
+                f"{ece_floor(p, w):.3f}",
                 f"{weighted_ece(p[human], y[human], np.ones(human.sum())):.3f}",
                 f"{hp.std():.3f}",
                 f"{(hp >= 0.5).mean():.2f}",
+                "—" if sides is None else f"{sides[c, 0]:.3f} / {sides[c, 1]:.3f}",
             )
         )
     return out
@@ -433,11 +461,13 @@ def main() -> None:
                     "AUROC, human labels",
                     "AUROC, damage pairs",
                     "ECE, its fit rows (weighted)",
+                    "ECE a calibrated model would show on those rows",
                     "ECE, human labels (natural prior)",
                     "std of p over dev rows",
                     "share labelled true",
+                    "ragchecker pairs: labels favour the more / less complete answer",
                 ),
-                check_table(table, probs),
+                check_table(table, probs, data),
             )
         )
     text = "\n\n".join(sections)
