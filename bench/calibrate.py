@@ -17,6 +17,9 @@ Per instruction it also gives the ECE a perfectly calibrated model would show on
 and weights (outcomes drawn from its own probabilities: the noise floor of that figure), and, for
 completeness, how often its labels favour the more and the less complete answer of ragchecker's
 pairs (an instruction whose labels lean neither way only dilutes the score there).
+Two rows per detector are not results but context: how far the label contract lets the
+completeness score rank ragchecker's pairs (`label_ceiling`), and how much of haluquestqa's
+relevance labels is who wrote the answer.
 
     python bench/calibrate.py [--dry-run]
 """
@@ -328,6 +331,36 @@ def ragchecker_sides(data: DevSet) -> tuple[np.ndarray, np.ndarray]:
     return np.where(b_wins, b, a), np.where(b_wins, a, b)
 
 
+#: The completeness measure that ranks ragchecker's pairs best on its own, and the checks that
+#: `label_ceiling` replaces with thresholds of it.
+COVERAGE_FEATURE = "ctx_word_recall"
+COVERAGE_CHECKS = ("key_information", "no_omissions", "query_aspects")
+#: Threshold ladders (percentiles of the feature over the human rows) `label_ceiling` tries.
+LADDERS = ((50,), (33, 67), (25, 50, 75), (20, 40, 60), (30, 50, 70), (40, 60, 80))
+
+
+def label_ceiling(table: Table, probs: np.ndarray, data: DevSet) -> tuple[float, float, float]:
+    """How far the completeness score can rank ragchecker's pairs under the label contract
+    (score = share of eight labels true): the pairwise accuracy of `COVERAGE_FEATURE` itself;
+    then of the score whose coverage labels are thresholds of that feature, staggered so that
+    each flips at another level, and of those labels alone. Best over `LADDERS`, chosen on the
+    pairs themselves: a ceiling of this construction, not a result."""
+    better, other = ragchecker_sides(data)
+    value = np.array([f[COVERAGE_FEATURE] for f in table.features])
+    checks = [i.check for i in DETECTORS[table.detector].instructions]
+    columns = [checks.index(c) for c in COVERAGE_CHECKS]
+    best_score = best_alone = 0.0
+    for ladder in LADDERS:
+        labels = probs >= 0.5
+        cuts = np.percentile(value[: table.n_human], ladder)
+        ladder_labels = np.stack([value >= cut for cut in cuts], axis=1)
+        labels[:, columns[: len(cuts)]] = ladder_labels
+        score, alone = labels.mean(axis=1), ladder_labels.mean(axis=1)
+        best_score = max(best_score, pairwise(score[better], score[other]))
+        best_alone = max(best_alone, pairwise(alone[better], alone[other]))
+    return pairwise(value[better], value[other]), best_score, best_alone
+
+
 def human_table(table: Table, probs: np.ndarray, data: DevSet) -> list[tuple[str, str, str]]:
     """Detector-level figures on the human labels: (data, measure, value)."""
     h = probs[: table.n_human]
@@ -342,6 +375,25 @@ def human_table(table: Table, probs: np.ndarray, data: DevSet) -> list[tuple[str
                 "haluquestqa/relevance",
                 "AUROC of mean follow_probability",
                 f"{roc_auc_score(y, mean_p):.3f}",
+            ),
+        ]
+        # The labels follow who wrote the answer: most flagged answers are Reddit ones. How much
+        # of the ranking is that, and how much holds among one author's answers?
+        authors = common.answer_authors()
+        gpt = np.array([authors[r.id] for r in rows])
+        within = "; ".join(
+            f"{roc_auc_score(y[gpt == side], mean_p[gpt == side]):.3f}" for side in (False, True)
+        )
+        out += [
+            (
+                "haluquestqa/relevance",
+                "AUROC of the answer's author alone (GPT-4 above Reddit; not a feature)",
+                f"{roc_auc_score(y, gpt):.3f}",
+            ),
+            (
+                "haluquestqa/relevance",
+                "AUROC of mean follow_probability among Reddit answers; among GPT-4 answers",
+                within,
             ),
         ]
     else:
@@ -364,6 +416,21 @@ def human_table(table: Table, probs: np.ndarray, data: DevSet) -> list[tuple[str
                 "ragchecker non-tie pairs",
                 "pairwise accuracy of mean follow_probability",
                 f"{pairwise(good_m, worse_m):.3f}",
+            ),
+        ]
+        alone, ceiling, coverage_only = label_ceiling(table, probs, data)
+        out += [
+            (
+                "ragchecker non-tie pairs",
+                f"pairwise accuracy of `{COVERAGE_FEATURE}` alone (a feature, no fit)",
+                f"{alone:.3f}",
+            ),
+            (
+                "ragchecker non-tie pairs",
+                "ceiling: score with the three coverage labels replaced by staggered thresholds "
+                f"of `{COVERAGE_FEATURE}` (best of {len(LADDERS)} ladders, chosen on these "
+                "pairs); those labels alone",
+                f"{ceiling:.3f}; {coverage_only:.3f}",
             ),
         ]
         hq = [i for i, r in enumerate(rows) if r.source == "haluquestqa"]

@@ -64,6 +64,12 @@ def relevance_rows() -> list[dict[str, Any]]:
     ]
 
 
+def answer_authors() -> dict[str, bool]:
+    """haluquestqa answer id -> whether GPT-4 wrote it (else a Reddit user)."""
+    rows = read_jsonl(require_data() / "haluquestqa" / "relevance.jsonl")
+    return {r["id"]: "gpt" in r["meta"]["answer_author"].lower() for r in rows}
+
+
 def completeness_rows() -> list[dict[str, Any]]:
     """haluquestqa completeness (no documents exist: the question stands in as context)."""
     rows = read_jsonl(require_data() / "haluquestqa" / "completeness.jsonl")
