@@ -9,7 +9,12 @@ sentence pairs built from the dev rows of the chosen folds only:
   sentence against a shortened copy of itself;
 - contradicted: the same pairs with one side edited by `bench/damage.py`'s edits (negation,
   number, name, opposite) on a word the other side contains;
-- neither: a sentence against another sentence of the same answer or of another answer.
+- neither: a sentence against another sentence of the same answer or of another answer;
+- not contradicted (a target of half supported, half neither): a real answer's sentence against
+  the reference statement it is close to but does not restate, and two close sentences of one
+  real answer. These are the pairs the judge reads most, and real answers rarely contradict
+  their reference or themselves; without them the model took neighbouring facts ("L is doubled
+  when" / "L is not doubled when") for contradictions.
 The result is exported to ONNX and quantised to int8.
 
 Needs the `train` extra (CPU torch, transformers, onnx), never part of `make run` or `make test`:
@@ -40,6 +45,14 @@ SEED = 7
 FROZEN_LAYERS = 2
 Pair = tuple[str, str, int]
 SUPPORT, CONTRADICT, NEITHER = (LABELS.index(x) for x in ("supported", "contradicted", "neither"))
+#: A pair known not to be a contradiction, but not whether it is supported: its training target
+#: is half supported, half neither.
+NOT_CONTRADICTED = len(LABELS)
+#: Similarity band of a real sentence and the closest reference statement it does not restate.
+NEAR = (0.45, 0.7)
+#: Similarity band of two sentences of one real answer read as a possible self-contradiction
+#: (from `crosscheck.SELF_CANDIDATE`; above the top they repeat each other).
+SELF_NEAR = (0.6, 0.95)
 
 
 def _tokens(text: str) -> set[str]:
@@ -90,8 +103,11 @@ def _reordered(sentence: str) -> str | None:
     return f"{tail[:1].upper()}{tail[1:]}, {main[:1].lower()}{main[1:]}."
 
 
-def _aligned(premises: list[str], sentences: list[str], threshold: float) -> list[tuple[str, str]]:
-    """(premise, sentence) pairs whose embeddings are at least `threshold` similar."""
+def _closest(
+    premises: list[str], sentences: list[str], low: float, high: float = 2.0
+) -> list[tuple[str, str]]:
+    """(closest premise, sentence) for each sentence whose closest premise's embedding
+    similarity is at least `low` and below `high`."""
     if not premises or not sentences:
         return []
     encoder = common.cached_encoder("minilm")
@@ -99,7 +115,21 @@ def _aligned(premises: list[str], sentences: list[str], threshold: float) -> lis
     return [
         (premises[int(sims[:, j].argmax())], s)
         for j, s in enumerate(sentences)
-        if sims[:, j].max() >= threshold
+        if low <= sims[:, j].max() < high
+    ]
+
+
+def _close_within(sentences: list[str], band: tuple[float, float]) -> list[tuple[str, str]]:
+    """(earlier, later) sentence pairs of one answer whose similarity is within `band`."""
+    if len(sentences) < 2:
+        return []
+    vectors = common.cached_encoder("minilm").encode(sentences)
+    sims = vectors @ vectors.T
+    return [
+        (sentences[j], sentences[k])
+        for j in range(len(sentences))
+        for k in range(j + 1, len(sentences))
+        if band[0] <= sims[j, k] < band[1] and sentences[j] != sentences[k]
     ]
 
 
@@ -122,15 +152,18 @@ def build_pairs(folds: set[int]) -> list[Pair]:
         if flipped:
             pairs.append((flipped[1], sentence, CONTRADICT))
 
+    near: list[Pair] = []  # not contradicted: kept apart from the "neither" sampling below
     # ragchecker: response sentences against the reference statements they restate.
     rc = [r for r in data.human["completeness"] if r.source == "ragchecker" and r.fold in folds]
     for row in rc:
         statements = [s for doc in row.context for s in split_sentences(doc)]
         sentences = split_sentences(row.response)
-        for premise, sentence in _aligned(statements, sentences, 0.7):
+        for premise, sentence in _closest(statements, sentences, 0.7):
             add_related(premise, sentence)
         for sentence in rng.sample(sentences, min(2, len(sentences))):
             pairs.append((rng.choice(statements), sentence, NEITHER))
+        near += [(p, h, NOT_CONTRADICTED) for p, h in _closest(statements, sentences, *NEAR)]
+        near += [(p, h, NOT_CONTRADICTED) for p, h in _close_within(sentences, SELF_NEAR)]
     # haluquestqa: the two answers to one question, and sentences within one answer.
     hq = [r for r in data.human["output_relevance"] if r.fold in folds]
     by_group: dict[str, list[list[str]]] = {}
@@ -139,8 +172,10 @@ def build_pairs(folds: set[int]) -> list[Pair]:
     all_sentences = [s for answers in by_group.values() for a in answers for s in a]
     for answers in by_group.values():
         if len(answers) == 2:
-            for premise, sentence in _aligned(answers[0], answers[1], 0.75):
+            for premise, sentence in _closest(answers[0], answers[1], 0.75):
                 add_related(premise, sentence)
+        for answer in answers:
+            near += [(p, h, NOT_CONTRADICTED) for p, h in _close_within(answer, SELF_NEAR)]
         for answer in answers:
             for sentence in rng.sample(answer, min(3, len(answer))):
                 changed = _contradiction(sentence, sentence, rng)
@@ -160,7 +195,9 @@ def build_pairs(folds: set[int]) -> list[Pair]:
     # Keep "neither" (the easiest class to make) at about half the others together.
     neither = [p for p in pairs if p[2] == NEITHER]
     others = [p for p in pairs if p[2] != NEITHER]
-    pairs = others + rng.sample(neither, min(len(neither), len(others) // 2))
+    # The same for "not contradicted" (close sentences of long answers are many).
+    near = rng.sample(near, min(len(near), len(others) // 2))
+    pairs = others + rng.sample(neither, min(len(neither), len(others) // 2)) + near
     rng.shuffle(pairs)
     return pairs
 
@@ -205,7 +242,9 @@ def train(pairs: list[Pair], epochs: int, batch: int, lr: float) -> object:
         optimiser, lambda s: min(1.0, (s + 1) / (0.06 * steps)) * max(0.0, 1 - s / steps)
     )
     # Classes weighted by inverse frequency: supported pairs are the rarest to build.
-    counts = np.bincount([label for _, _, label in pairs], minlength=len(LABELS))
+    counts = np.bincount([label for _, _, label in pairs], minlength=len(LABELS) + 1)[: len(LABELS)]
+    targets = np.eye(len(LABELS) + 1, len(LABELS), dtype=np.float32)
+    targets[NOT_CONTRADICTED, [SUPPORT, NEITHER]] = 0.5
     class_weights = torch.tensor(
         counts.sum() / (len(LABELS) * np.maximum(counts, 1)), dtype=torch.float32
     )
@@ -226,7 +265,8 @@ def train(pairs: list[Pair], epochs: int, batch: int, lr: float) -> object:
                 "attention_mask": torch.tensor([e.attention_mask for e in enc]),
                 "token_type_ids": torch.tensor([e.type_ids for e in enc]),
             }
-            loss = loss_fn(model(**tensors), torch.tensor([label for _, _, label in chunk]))
+            wanted = torch.tensor(targets[[label for _, _, label in chunk]])
+            loss = loss_fn(model(**tensors), wanted)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimiser.step()
@@ -279,10 +319,11 @@ def main() -> None:
     args = parser.parse_args()
     folds = {int(f) for f in args.folds.split(",")}
     pairs = build_pairs(folds)[: args.limit or None]
-    counts = np.bincount([label for _, _, label in pairs], minlength=len(LABELS))
+    counts = np.bincount([label for _, _, label in pairs], minlength=len(LABELS) + 1)
+    names = (*LABELS, "not contradicted")
     print(
         f"{len(pairs)} pairs from folds {sorted(folds)}: "
-        + ", ".join(f"{n} {c}" for n, c in zip(LABELS, counts, strict=True))
+        + ", ".join(f"{n} {c}" for n, c in zip(names, counts, strict=True))
     )
     model = train(pairs, args.epochs, args.batch, args.lr)
     export(model, args.out)

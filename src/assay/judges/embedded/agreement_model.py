@@ -46,8 +46,8 @@ RESIDUALS_FILE = "agreement-residuals.npz"
 #: The external-data file the graph names; never on disk (rebuilt by `rebuild_weights`).
 WEIGHTS_NAME = "agreement.weights"
 MINILM_WEIGHTS_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
-WEIGHTS_SHA256 = "6f906993650329f92a176c6b249e349068c1b05fa69bc3623182c506d448ad9e"
-MODEL_SHA256 = "c6c169568d732823f7e0b38ec4f73fc681608b3f927032e7a4255f242c493fe6"
+WEIGHTS_SHA256 = "558124a4b853d8788c64630e18cfefa58671809e9250b2816e6470b55d631383"
+MODEL_SHA256 = "46e10a6d8267759747bf9e73b7c2a54d4a38c690c4b9582d2b5ab7a1f1568662"
 
 
 def base_weights() -> dict[str, npt.NDArray[np.float32]]:
