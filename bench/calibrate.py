@@ -349,11 +349,12 @@ def label_ceiling(table: Table, probs: np.ndarray, data: DevSet) -> tuple[float,
     value = np.array([f[COVERAGE_FEATURE] for f in table.features])
     checks = [i.check for i in DETECTORS[table.detector].instructions]
     columns = [checks.index(c) for c in COVERAGE_CHECKS]
+    fitted = probs >= 0.5
     best_score = best_alone = 0.0
     for ladder in LADDERS:
-        labels = probs >= 0.5
         cuts = np.percentile(value[: table.n_human], ladder)
         ladder_labels = np.stack([value >= cut for cut in cuts], axis=1)
+        labels = fitted.copy()
         labels[:, columns[: len(cuts)]] = ladder_labels
         score, alone = labels.mean(axis=1), ladder_labels.mean(axis=1)
         best_score = max(best_score, pairwise(score[better], score[other]))

@@ -37,6 +37,7 @@ import numpy as np
 import common
 import damage
 from assay.judges.embedded.agreement_model import LABELS, MAX_TOKENS
+from assay.judges.embedded.crosscheck import SELF_CANDIDATE
 from assay.judges.embedded.encoder import package_dir, tokenizer_path
 from assay.judges.embedded.text import content_words, split_sentences
 from pairs import dev_set
@@ -50,9 +51,9 @@ SUPPORT, CONTRADICT, NEITHER = (LABELS.index(x) for x in ("supported", "contradi
 NOT_CONTRADICTED = len(LABELS)
 #: Similarity band of a real sentence and the closest reference statement it does not restate.
 NEAR = (0.45, 0.7)
-#: Similarity band of two sentences of one real answer read as a possible self-contradiction
-#: (from `crosscheck.SELF_CANDIDATE`; above the top they repeat each other).
-SELF_NEAR = (0.6, 0.95)
+#: Similarity band of two sentences of one real answer that the judge reads as a possible
+#: self-contradiction (above the top they repeat each other).
+SELF_NEAR = (SELF_CANDIDATE, 0.95)
 
 
 def _tokens(text: str) -> set[str]:
@@ -103,19 +104,15 @@ def _reordered(sentence: str) -> str | None:
     return f"{tail[:1].upper()}{tail[1:]}, {main[:1].lower()}{main[1:]}."
 
 
-def _closest(
-    premises: list[str], sentences: list[str], low: float, high: float = 2.0
-) -> list[tuple[str, str]]:
-    """(closest premise, sentence) for each sentence whose closest premise's embedding
-    similarity is at least `low` and below `high`."""
+def _closest(premises: list[str], sentences: list[str]) -> list[tuple[str, str, float]]:
+    """(closest premise, sentence, their embedding similarity) for each sentence."""
     if not premises or not sentences:
         return []
     encoder = common.cached_encoder("minilm")
     sims = encoder.encode(premises) @ encoder.encode(sentences).T
     return [
-        (premises[int(sims[:, j].argmax())], s)
+        (premises[int(sims[:, j].argmax())], s, float(sims[:, j].max()))
         for j, s in enumerate(sentences)
-        if low <= sims[:, j].max() < high
     ]
 
 
@@ -158,11 +155,13 @@ def build_pairs(folds: set[int]) -> list[Pair]:
     for row in rc:
         statements = [s for doc in row.context for s in split_sentences(doc)]
         sentences = split_sentences(row.response)
-        for premise, sentence in _closest(statements, sentences, 0.7):
-            add_related(premise, sentence)
+        closest = _closest(statements, sentences)
+        for premise, sentence, similarity in closest:
+            if similarity >= 0.7:
+                add_related(premise, sentence)
         for sentence in rng.sample(sentences, min(2, len(sentences))):
             pairs.append((rng.choice(statements), sentence, NEITHER))
-        near += [(p, h, NOT_CONTRADICTED) for p, h in _closest(statements, sentences, *NEAR)]
+        near += [(p, h, NOT_CONTRADICTED) for p, h, sim in closest if NEAR[0] <= sim < NEAR[1]]
         near += [(p, h, NOT_CONTRADICTED) for p, h in _close_within(sentences, SELF_NEAR)]
     # haluquestqa: the two answers to one question, and sentences within one answer.
     hq = [r for r in data.human["output_relevance"] if r.fold in folds]
@@ -172,11 +171,11 @@ def build_pairs(folds: set[int]) -> list[Pair]:
     all_sentences = [s for answers in by_group.values() for a in answers for s in a]
     for answers in by_group.values():
         if len(answers) == 2:
-            for premise, sentence in _closest(answers[0], answers[1], 0.75):
-                add_related(premise, sentence)
+            for premise, sentence, similarity in _closest(answers[0], answers[1]):
+                if similarity >= 0.75:
+                    add_related(premise, sentence)
         for answer in answers:
             near += [(p, h, NOT_CONTRADICTED) for p, h in _close_within(answer, SELF_NEAR)]
-        for answer in answers:
             for sentence in rng.sample(answer, min(3, len(answer))):
                 changed = _contradiction(sentence, sentence, rng)
                 if changed and rng.random() < 0.5:  # easy (identical but for the edit): fewer
