@@ -13,6 +13,7 @@ import pytest
 from assay.detectors import DETECTORS
 from assay.detectors.evaluate import detect_items, parse_items, questions_for
 from assay.judges.base import Question
+from assay.judges.embedded import crosscheck as C
 from assay.judges.embedded.agreement import may_conflict
 from assay.judges.embedded.agreement_model import (
     LABELS,
@@ -337,3 +338,20 @@ def test_one_agreement_model_call_per_request() -> None:
     ]
     judge.answer_sync(questions)
     assert len(calls) == 1 and calls[0] > 0
+
+
+def test_self_pairs_that_cannot_conflict_are_not_read() -> None:
+    # A self pair is read for its contradiction alone, which counts only where the two sentences
+    # may conflict; the rest are skipped, and reading them anyway changes no feature.
+    same = "The museum opens at 9 am every day except Monday."
+    reworded = "Every day except Monday the museum opens at 9 am."
+    changed = "The museum opens at 11 am every day except Monday."
+    sentences = [same, reworded, changed]
+    sims = np.full((3, 3), 0.9, dtype=np.float32)
+    pairs = C.self_pairs(sentences, sims)
+    assert set(pairs) == {(same, changed), (reworded, changed)}
+    every = [(same, reworded), *pairs]
+    answers = dict(zip(every, load_agreement_model().predict(every), strict=True))
+    read = C.features([], sentences, [], pairs, answers, {})[0]
+    all_read = C.features([], sentences, [], every, answers, {})[0]
+    assert read == all_read and read["self_contra_max"] > 0

@@ -44,7 +44,12 @@ def context_pairs(statements: Sequence[str], sentences: Sequence[str], sims: Mat
 
 
 def self_pairs(sentences: Sequence[str], sims: Matrix) -> list[Pair]:
-    """(earlier, later) response sentence pairs to read. sims: sentences × sentences."""
+    """(earlier, later) response sentence pairs to read. sims: sentences × sentences.
+
+    Of the SELF_PAIRS closest pairs, only those that `may_conflict` are read: a self pair is read
+    for its contradiction alone, which `features` sets to 0 for any other pair, so skipping them
+    saves the model's time without changing a result.
+    """
     n = len(sentences)
     close = [
         (float(sims[j, k]), j, k)
@@ -52,7 +57,8 @@ def self_pairs(sentences: Sequence[str], sims: Matrix) -> list[Pair]:
         for k in range(j + 1, n)
         if sims[j, k] >= SELF_CANDIDATE and sentences[j] != sentences[k]
     ]
-    return [(sentences[j], sentences[k]) for _, j, k in sorted(close, reverse=True)[:SELF_PAIRS]]
+    closest = [(sentences[j], sentences[k]) for _, j, k in sorted(close, reverse=True)[:SELF_PAIRS]]
+    return [pair for pair in closest if may_conflict(*pair)]
 
 
 def features(
