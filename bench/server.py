@@ -83,7 +83,8 @@ def cache_case(args: argparse.Namespace) -> None:
         ),
     }
     text = server_cache.table(server_cache.measure(API_KEY, workloads, clients=8))
-    print(text)
+    costs = server_cache.cost_table(server_cache.row_costs(next(iter(workloads.values()))))
+    print(text + "\n\n" + costs)
     common.write_section(
         "Server: embedding cache",
         f"`python bench/server.py --cases cache --questions {args.questions}` on this machine "
@@ -92,7 +93,14 @@ def cache_case(args: argparse.Namespace) -> None:
         "against a fresh `assay serve` (SQLite) with `ASSAY_EMBEDDING_CACHE_MB=0` (off) or the "
         "default 64 MiB (on), after the same 8-row warm-up (haluquestqa rows, sharing no text). In the RAG workload each question "
         "has its own two answers and three from other rows, each text used once, sent system "
-        "by system: only the question and the context repeat. Ratios are from one run.\n\n" + text,
+        "by system: only the question and the context repeat. Ratios are from one run.\n\n"
+        + text
+        + "\n\nWhere a row's time goes (the RAG workload in this process, rows judged one at a "
+        "time, so without the server's micro-batching): what the cache leaves is each answer's "
+        "own work: encoding its sentences, and the agreement model reading its sentence pairs "
+        "(each pair holds one answer's sentence, so no cache can save it). The server's \"off\" is "
+        "faster than this process's, as micro-batching encodes several requests' texts in one "
+        "call, which narrows what the cache adds there.\n\n" + costs,
     )
 
 

@@ -12,13 +12,23 @@ from __future__ import annotations
 
 import asyncio
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 import common
-from assay.judges.embedded.embedding_cache import CACHE_MB_ENV
+from assay.detectors import DETECTORS
+from assay.detectors.evaluate import parse_item, questions_for
+from assay.judges.embedded.agreement_model import load_agreement_model
+from assay.judges.embedded.embedding_cache import (
+    CACHE_MB_ENV,
+    CachedEncoder,
+    EmbeddingCache,
+)
+from assay.judges.embedded.encoder import load_encoder
+from assay.judges.embedded.judge import EmbeddedJudge
 from assay.server.process import ServerProcess
 
 ANSWERS_PER_QUESTION = 5
@@ -126,3 +136,53 @@ def table(figures: dict[str, dict[str, Any]]) -> str:
             f"{numbers['ratio']:.2f}× | {numbers['hit_rate']:.0%} |"
         )
     return "\n".join(lines)
+
+
+class _TimedAgreement:
+    """The shipped agreement model, adding up the time its calls take."""
+
+    def __init__(self) -> None:
+        self.model = load_agreement_model()
+        self.seconds = 0.0
+
+    def predict(self, pairs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return self.model.predict(pairs)
+        finally:
+            self.seconds += time.perf_counter() - started
+
+
+def row_costs(bodies: list[list[dict[str, Any]]]) -> dict[str, float]:
+    """Milliseconds per row in this process, rows judged one at a time: with the cache off, on,
+    and the part of "on" spent by the agreement model reading sentence pairs. Each pair holds one
+    answer's sentence, so no cache saves it: it bounds what caching can give."""
+    questions = [
+        [q for name in item.config for q in questions_for(item, DETECTORS[name])]
+        for item in (parse_item(body[0]) for body in bodies)
+    ]
+    figures: dict[str, float] = {}
+    for setting, megabytes in (("off", 0), ("on", 64)):
+        agreement = _TimedAgreement()
+        encoder = CachedEncoder(load_encoder(), EmbeddingCache(megabytes << 20))
+        judge = EmbeddedJudge(encoder=encoder, agreement=agreement)  # type: ignore[arg-type]
+        judge.answer_sync(questions[0])  # load the models first
+        agreement.seconds = 0.0
+        started = time.perf_counter()
+        for row in questions[1:]:
+            judge.answer_sync(row)
+        figures[setting] = (time.perf_counter() - started) * 1000 / (len(questions) - 1)
+        figures[f"agreement_{setting}"] = agreement.seconds * 1000 / (len(questions) - 1)
+    return figures
+
+
+def cost_table(costs: dict[str, float]) -> str:
+    off, on, pairs = costs["off"], costs["on"], costs["agreement_on"]
+    return "\n".join(
+        [
+            '| ms per row, cache off | ms per row, cache on | off ÷ on | of "on": agreement '
+            'model (sentence pairs) | of "on": the rest (the answer\'s own sentences, features) |',
+            "|---|---|---|---|---|",
+            f"| {off:.0f} | {on:.0f} | {off / on:.2f}× | {pairs:.0f} | {on - pairs:.0f} |",
+        ]
+    )
