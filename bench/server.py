@@ -96,11 +96,9 @@ def cache_case(args: argparse.Namespace) -> None:
         "by system: only the question and the context repeat. Ratios are from one run.\n\n"
         + text
         + "\n\nWhere a row's time goes (the RAG workload in this process, rows judged one at a "
-        "time, so without the server's micro-batching): what the cache leaves is each answer's "
+        "time, without the server's micro-batching): what the cache leaves is each answer's "
         "own work: encoding its sentences, and the agreement model reading its sentence pairs "
-        "(each pair holds one answer's sentence, so no cache can save it). The server's \"off\" is "
-        "faster than this process's, as micro-batching encodes several requests' texts in one "
-        "call, which narrows what the cache adds there.\n\n" + costs,
+        "(each pair holds one answer's sentence, so no cache can save it).\n\n" + costs,
     )
 
 
