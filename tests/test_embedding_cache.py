@@ -95,6 +95,21 @@ def test_the_encoder_gives_a_text_the_same_bytes_whatever_shares_its_call() -> N
             assert vector.tobytes() == alone[text], f"batch-dependent vector for {text!r}"
 
 
+def test_the_encoder_gives_the_same_bytes_whatever_the_thread_count(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Batches run side by side, one thread each; the thread count changes how texts are cut
+    # into batches and which thread runs them, never a vector.
+    texts = [str(row["generated_text"]) for row in example_rows()]
+    texts += [s for text in texts for s in split_sentences(text)]
+    encoder = load_encoder("minilm")
+    vectors = []
+    for threads in ("1", "2", "3"):
+        monkeypatch.setenv("ASSAY_THREADS", threads)
+        vectors.append(encoder.encode(texts).tobytes())
+    assert vectors[0] == vectors[1] == vectors[2]
+
+
 async def test_detect_results_are_byte_identical_with_and_without_the_cache() -> None:
     body = rag_body()
     uncached = EmbeddedJudge(encoder=load_encoder("minilm"))

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -27,8 +26,8 @@ from assay.judges.embedded.encoder import (
     load_tokenizer,
     package_dir,
     padded_batches,
+    run_side_by_side,
     session_options,
-    thread_count,
     verified,
 )
 
@@ -102,7 +101,7 @@ class AgreementModel:
             path = verified(path, sha256, "assay (reinstall it)")
         elif not path.is_file():
             raise ModelFileError(f"{path} not found")
-        options = session_options(threads=1)
+        options = session_options()
         residuals = path.with_name(RESIDUALS_FILE)
         if residuals.is_file():
             weights = rebuild_weights(residuals)
@@ -127,10 +126,7 @@ class AgreementModel:
             return out
         encodings = self._tokenizer.encode_batch(list(pairs))
         batches = list(padded_batches(encodings, BATCH_SIZE))
-        # A pool per call, not per model: a pool's threads do not survive a fork, and starting
-        # two threads costs far less than one pair.
-        with ThreadPoolExecutor(thread_count(), thread_name_prefix="assay-agreement") as pool:
-            outputs = list(pool.map(lambda batch: self._session.run(None, batch[1])[0], batches))
+        outputs = run_side_by_side(self._session, batches)
         for (rows, _), logits in zip(batches, outputs, strict=True):
             shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
             out[rows] = shifted / shifted.sum(axis=1, keepdims=True)
