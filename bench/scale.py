@@ -91,9 +91,10 @@ def main() -> None:
         f"All configurations wrote identical output: {'yes' if same else 'NO'}.",
         "",
         "Reading the table: the embedded judge already keeps every core busy (its ONNX batches "
-        "run side by side, one per core), so on a 2-core machine extra workers (and Ray actors, which also pay "
-        "for Ray's start-up) add little or nothing (runs vary by 10-15% here); `--workers` pays off for judges that wait on "
-        "the network (the LLM judge) and Ray for clusters with more machines. The Ray row's RSS "
+        "run side by side, one per core), so on a 2-core machine extra workers (and Ray actors, "
+        "which also pay for Ray's start-up) add little or nothing (runs vary by 10-15% here); "
+        "`--workers` pays off for judges that wait on the network (the LLM judge) and Ray for "
+        "clusters with more machines. The Ray row's RSS "
         "is the driver's only: each actor is a process of its own holding a model.",
     ]
     table = "\n".join(lines)

@@ -23,11 +23,12 @@ import numpy.typing as npt
 
 from assay.judges.embedded.encoder import (
     ModelFileError,
+    balanced_batches,
     load_tokenizer,
     package_dir,
-    padded_batches,
     run_side_by_side,
     session_options,
+    thread_count,
     verified,
 )
 
@@ -125,7 +126,7 @@ class AgreementModel:
         if not pairs:
             return out
         encodings = self._tokenizer.encode_batch(list(pairs))
-        batches = list(padded_batches(encodings, BATCH_SIZE))
+        batches = balanced_batches(encodings, thread_count(), BATCH_SIZE)
         outputs = run_side_by_side(self._session, batches)
         for (rows, _), logits in zip(batches, outputs, strict=True):
             shifted = np.exp(logits - logits.max(axis=1, keepdims=True))

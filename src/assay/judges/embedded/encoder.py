@@ -11,7 +11,7 @@ import hashlib
 import importlib.util
 import math
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
@@ -87,16 +87,6 @@ def session_options() -> Any:
     return options
 
 
-def padded_batches(
-    encodings: Sequence[Any], batch_size: int
-) -> Iterator[tuple[npt.NDArray[np.intp], dict[str, npt.NDArray[np.int64]]]]:
-    """(row indices, BERT inputs) per batch, rows of similar length together (little padding)."""
-    order = np.argsort([len(e.ids) for e in encodings], kind="stable")
-    for start in range(0, len(order), batch_size):
-        rows = order[start : start + batch_size]
-        yield rows, padded(encodings, rows)
-
-
 def balanced_batches(
     encodings: Sequence[Any], threads: int, most: int
 ) -> list[tuple[npt.NDArray[np.intp], dict[str, npt.NDArray[np.int64]]]]:
@@ -116,9 +106,7 @@ def balanced_batches(
     return [(np.array(rows), padded(encodings, rows)) for rows in reversed(groups)]
 
 
-def padded(
-    encodings: Sequence[Any], rows: Sequence[int] | npt.NDArray[np.intp]
-) -> dict[str, npt.NDArray[np.int64]]:
+def padded(encodings: Sequence[Any], rows: Sequence[int]) -> dict[str, npt.NDArray[np.int64]]:
     """BERT inputs for `rows` of `encodings`, padded to the longest."""
     width = max(len(encodings[i].ids) for i in rows)
     ids = np.zeros((len(rows), width), dtype=np.int64)
