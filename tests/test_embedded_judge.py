@@ -27,6 +27,7 @@ from assay.judges.embedded.agreement_model import (
 from assay.judges.embedded.calibration import load_calibration, parse
 from assay.judges.embedded.encoder import Kind, Matrix, ModelFileError, load_encoder, verified
 from assay.judges.embedded.explanations import explain
+from assay.judges.embedded.form import looped_share
 from assay.judges.embedded.judge import EmbeddedJudge, gather
 from assay.judges.embedded.signals import CHECK_FEATURES
 from assay.judges.embedded.text import split_sentences
@@ -243,6 +244,19 @@ def test_calibration_fitted_on_other_features_is_rejected() -> None:
 )
 def test_sentence_splitting(text: str, expected: list[str]) -> None:
     assert split_sentences(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("sentence", "share"),
+    [
+        ("I think I think I think.", 1.0),
+        ("It was very very good.", 0.4),
+        ("New York is not New Jersey.", 0.0),
+        ("", 0.0),
+    ],
+)
+def test_looped_share_counts_words_in_back_to_back_repeats(sentence: str, share: float) -> None:
+    assert looped_share(sentence) == pytest.approx(share)
 
 
 def test_agreement_model_file_must_match_its_pinned_sha256(tmp_path: Path) -> None:

@@ -184,6 +184,27 @@ async def test_word_salad_has_no_clear_structure() -> None:
     assert not _label(result, "completeness", "clear_structure")
 
 
+async def test_a_decoder_loop_breaks_structure_and_is_named() -> None:
+    context = [
+        "The Eiffel Tower is a wrought-iron tower in Paris, built for the 1889 World's Fair."
+    ]
+    good = "The Eiffel Tower is in Paris. It was built for the 1889 World's Fair."
+    looped = "The Eiffel Tower is in Paris. It was built for the the the the the the the the."
+    body = [
+        {"user_query": "Tell me about the Eiffel Tower", "context": context, "generated_text": t}
+        | {"config": {"completeness": {}}}
+        for t in (good, looped)
+    ]
+    right, bad = await detect(body)
+    assert _label(right, "completeness", "clear_structure")
+    assert not _label(bad, "completeness", "clear_structure")
+    assert bad["completeness"]["score"] < right["completeness"]["score"]
+    [structure] = [
+        i for i in bad["completeness"]["instructions_list"] if "structure" in i["instruction"]
+    ]
+    assert "loops on one phrase: 'It was built for the the the" in structure["explanation"]
+
+
 @pytest.fixture(scope="module")
 def dev_results() -> list[tuple[str, dict[str, Any]]]:
     """(detector, result) for every dev row in the shared data, through the real detector path."""

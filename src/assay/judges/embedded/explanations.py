@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from assay.judges.embedded.form import looped_share
 from assay.judges.embedded.signals import SEPARATOR, Evidence
 from assay.judges.embedded.text import shorten
 from assay.schema import round_probability
@@ -131,6 +132,9 @@ def _structure(ev: Evidence, ok: bool) -> str:
             f"{ev.features['mean_sentence_words']:.0f} words, in a coherent order."
         )
     problems = []
+    if f["looped_share"] >= 0.5:
+        looped = max(ev.written, key=looped_share)
+        problems.append(f"it loops on one phrase: '{shorten(looped, 70)}'")
     if n["repeated_sentence"]:
         problems.append(f"it repeats '{shorten(n['repeated_sentence'], 70)}'")
     if f["long_sentence_share"] > 0:

@@ -19,6 +19,8 @@ from assay.judges.embedded.encoder import Matrix
 DUPLICATE = 0.92
 #: Words from which a sentence reads as a run-on.
 LONG_SENTENCE = 60
+#: Longest phrase (in words) whose back-to-back repeats `looped_share` finds.
+LOOP_PHRASE = 4
 
 #: Markers that belong at an answer's end or start; out of place they show a broken order.
 _CLOSING = re.compile(
@@ -65,7 +67,20 @@ def structure_features(
         "first_sentence_rank": _first_rank(topic_sims),
         "dangling_reference": _dangling(sentences, self_sims),
         "order_agreement": _order_agreement(aligned_positions),
+        "looped_share": max(looped_share(s) for s in written),
     }
+
+
+def looped_share(sentence: str) -> float:
+    """Share of a sentence's words inside a phrase of 1 to LOOP_PHRASE words said again right
+    after itself ("the the the", "I think I think"): a decoder stuck in a loop."""
+    words = T.words(sentence)
+    looped = [False] * len(words)
+    for size in range(1, LOOP_PHRASE + 1):
+        for i in range(len(words) - 2 * size + 1):
+            if words[i : i + size] == words[i + size : i + 2 * size]:
+                looped[i : i + 2 * size] = [True] * (2 * size)
+    return sum(looped) / len(words) if words else 0.0
 
 
 def _first_rank(topic_sims: Sequence[float]) -> float:

@@ -97,6 +97,7 @@ CHECK_FEATURES: dict[str, tuple[str, ...]] = {
         "+first_sentence_rank",
         "-dangling_reference",
         "+order_agreement",
+        "-looped_share",
         "-dependent_opening",
         "-misplaced_markers",
         "+lexical_diversity",
