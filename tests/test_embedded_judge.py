@@ -250,12 +250,16 @@ def test_sentence_splitting(text: str, expected: list[str]) -> None:
     ("sentence", "share"),
     [
         ("I think I think I think.", 1.0),
-        ("It was very very good.", 0.4),
+        ("It was very very very good.", 0.5),
+        ("It was very very good.", 0.0),
         ("New York is not New Jersey.", 0.0),
+        ("A /24 prefix is the mask 255.255.255.0.", 0.0),
         ("", 0.0),
     ],
 )
-def test_looped_share_counts_words_in_back_to_back_repeats(sentence: str, share: float) -> None:
+def test_looped_share_counts_words_in_a_phrase_said_three_times_running(
+    sentence: str, share: float
+) -> None:
     assert looped_share(sentence) == pytest.approx(share)
 
 

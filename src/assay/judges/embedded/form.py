@@ -19,8 +19,10 @@ from assay.judges.embedded.encoder import Matrix
 DUPLICATE = 0.92
 #: Words from which a sentence reads as a run-on.
 LONG_SENTENCE = 60
-#: Longest phrase (in words) whose back-to-back repeats `looped_share` finds.
+#: Longest phrase (in words) whose back-to-back repeats `looped_share` finds, and how many
+#: times in a row make a loop ("very very" is English; "very very very very" is a loop).
 LOOP_PHRASE = 4
+LOOP_TIMES = 3
 
 #: Markers that belong at an answer's end or start; out of place they show a broken order.
 _CLOSING = re.compile(
@@ -72,14 +74,21 @@ def structure_features(
 
 
 def looped_share(sentence: str) -> float:
-    """Share of a sentence's words inside a phrase of 1 to LOOP_PHRASE words said again right
-    after itself ("the the the", "I think I think"): a decoder stuck in a loop."""
+    """Share of a sentence's words inside a phrase of 1 to LOOP_PHRASE words said LOOP_TIMES
+    times or more in a row ("the the the", "I think I think I think"): a decoder stuck in a
+    loop. A phrase of numbers and one-letter symbols alone ("255.255.255.0", "n, m, n, m") is
+    not a loop."""
     words = T.words(sentence)
     looped = [False] * len(words)
     for size in range(1, LOOP_PHRASE + 1):
-        for i in range(len(words) - 2 * size + 1):
-            if words[i : i + size] == words[i + size : i + 2 * size]:
-                looped[i : i + 2 * size] = [True] * (2 * size)
+        span = LOOP_TIMES * size
+        for i in range(len(words) - span + 1):
+            phrase = words[i : i + size]
+            if not any(len(w) > 1 and w.isalpha() for w in phrase):
+                continue
+            repeats = (words[i + k * size : i + (k + 1) * size] for k in range(1, LOOP_TIMES))
+            if all(r == phrase for r in repeats):
+                looped[i : i + span] = [True] * span
     return sum(looped) / len(words) if words else 0.0
 
 
