@@ -191,9 +191,13 @@ async def test_a_decoder_loop_breaks_structure_and_is_named() -> None:
     good = "The Eiffel Tower is in Paris. It was built for the 1889 World's Fair."
     looped = "The Eiffel Tower is in Paris. It was built for the the the the the the the the."
     body = [
-        {"user_query": "Tell me about the Eiffel Tower", "context": context, "generated_text": t}
-        | {"config": {"completeness": {}}}
-        for t in (good, looped)
+        {
+            "user_query": "Tell me about the Eiffel Tower",
+            "context": context,
+            "generated_text": text,
+            "config": {"completeness": {}},
+        }
+        for text in (good, looped)
     ]
     right, bad = await detect(body)
     assert _label(right, "completeness", "clear_structure")

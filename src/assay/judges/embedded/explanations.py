@@ -132,7 +132,7 @@ def _structure(ev: Evidence, ok: bool) -> str:
             f"{ev.features['mean_sentence_words']:.0f} words, in a coherent order."
         )
     problems = []
-    if f["looped_share"] >= 0.5:
+    if f["looped_share"] > 0:
         looped = max(ev.written, key=looped_share)
         problems.append(f"it loops on one phrase: '{shorten(looped, 70)}'")
     if n["repeated_sentence"]:

@@ -20,7 +20,7 @@ DUPLICATE = 0.92
 #: Words from which a sentence reads as a run-on.
 LONG_SENTENCE = 60
 #: Longest phrase (in words) whose back-to-back repeats `looped_share` finds, and how many
-#: times in a row make a loop ("very very" is English; "very very very very" is a loop).
+#: times in a row make a loop ("very very" is English and does not count; "very very very" does).
 LOOP_PHRASE = 4
 LOOP_TIMES = 3
 
