@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from assay.judges.embedded.form import looped_share
 from assay.judges.embedded.signals import SEPARATOR, Evidence
 from assay.judges.embedded.text import shorten
 from assay.schema import round_probability
@@ -132,9 +131,8 @@ def _structure(ev: Evidence, ok: bool) -> str:
             f"{ev.features['mean_sentence_words']:.0f} words, in a coherent order."
         )
     problems = []
-    if f["looped_share"] > 0:
-        looped = max(ev.written, key=looped_share)
-        problems.append(f"it loops on one phrase: '{shorten(looped, 70)}'")
+    if n["looped_sentence"]:
+        problems.append(f"it loops on one phrase: '{shorten(n['looped_sentence'], 70)}'")
     if n["repeated_sentence"]:
         problems.append(f"it repeats '{shorten(n['repeated_sentence'], 70)}'")
     if f["long_sentence_share"] > 0:
@@ -145,7 +143,7 @@ def _structure(ev: Evidence, ok: bool) -> str:
         )
     if f["misplaced_markers"]:
         problems.append("its ordering words (first, finally, overall) are out of place")
-    if f["lexical_diversity"] < 0.4:
+    if f["lexical_diversity"] < 0.4 and not n["looped_sentence"]:  # a loop says it already
         problems.append("it repeats the same words over and over")
     if not problems:
         problems.append("its sentences do not follow on from one another")

@@ -69,7 +69,6 @@ def structure_features(
         "first_sentence_rank": _first_rank(topic_sims),
         "dangling_reference": _dangling(sentences, self_sims),
         "order_agreement": _order_agreement(aligned_positions),
-        "looped_share": max(looped_share(s) for s in written),
     }
 
 

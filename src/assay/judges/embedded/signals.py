@@ -355,6 +355,9 @@ def completeness_features(ev: Evidence) -> None:
         for sentence, stems in zip(ev.sentences, sentence_stems, strict=True)
         if stems
     }
+    # Per written sentence, how much of it loops on one phrase ("the the the").
+    loops = [F.looped_share(s) for s in ev.written]
+    most_looped = max(loops, default=0.0)
     ctx_conflicts = A.context_conflicts(ev.statements, ev.sentences, pair, " ".join(ev.context))
     own_conflicts = A.self_conflicts(ev.sentences, self_sims)
     closest = (
@@ -382,6 +385,7 @@ def completeness_features(ev: Evidence) -> None:
         informative_words_log=math.log1p(informative),
         info_ratio=math.log((informative + 1) / context_words),
         self_conflict=A.weight(own_conflicts),
+        looped_share=most_looped,
         **{f"ctx_conflict_{kind}": A.weight(ctx_conflicts, kind) for kind in A.CONFLICT_KINDS},
         **F.structure_features(
             ev.written,
@@ -413,6 +417,7 @@ def completeness_features(ev: Evidence) -> None:
         context_conflict=_describe(ctx_conflicts),
         self_conflict=_describe(own_conflicts),
         repeated_sentence=ev.sentences[min(repeated)] if repeated else "",
+        looped_sentence=ev.written[loops.index(most_looped)] if most_looped > 0 else "",
         contradicted_pair=SEPARATOR.join(quotes["context"]) if "context" in quotes else "",
         self_contradicted_pair=SEPARATOR.join(quotes["self"]) if "self" in quotes else "",
     )
