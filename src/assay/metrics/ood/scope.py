@@ -13,7 +13,8 @@ A profile is turned into four sets of reference texts (`ScopeIndex`), using the 
   close to the listed texts.
 
 A query's features compare its best match among the listed texts with its best match in each
-contrast set, and count how many of its nearest references are listed. A logistic model fitted
+contrast set, count how many of its nearest references are listed, and read the profile's own
+linear separator of listed and contrast texts (`separator.py`). A logistic model fitted
 by `bench/ood.py` (stored in `calibration.json`) turns them into P(in scope). A text that is
 (almost) the query itself is never used as its reference, so bank questions can be scored too.
 """
@@ -33,6 +34,7 @@ from assay.metrics.ood.bank import bank_vectors
 from assay.metrics.ood.calibration import load_model
 from assay.metrics.ood.capabilities import CapabilityTable, capability_table
 from assay.metrics.ood.profile import UseCaseProfile
+from assay.metrics.ood.separator import Separator
 
 SCOPE_FEATURES = (
     "listed_max",
@@ -40,6 +42,7 @@ SCOPE_FEATURES = (
     "margin_other",
     "margin_disallowed",
     "neighbour_share",
+    "separator",
 )
 #: Least similarity between a profile topic (or example) and a capability for a claim.
 CLAIM_MIN = 0.55
@@ -96,6 +99,7 @@ class ScopeIndex:
     claimed: indices of the capabilities the profile lists.
     unlisted_capabilities: indices of same-domain capabilities it does not list.
     domains: the capability-bank domains the profile claimed from.
+    separator: the linear model of listed against all contrast texts.
     """
 
     listed: Matrix
@@ -106,6 +110,7 @@ class ScopeIndex:
     claimed: tuple[int, ...]
     unlisted_capabilities: tuple[int, ...]
     domains: frozenset[str]
+    separator: Separator
 
     def features(self, query_vectors: Matrix) -> list[dict[str, float]]:
         """Named scope features for each query embedding (rows of `query_vectors`)."""
@@ -123,6 +128,7 @@ class ScopeIndex:
         nearest = np.argsort(-every, axis=1)[:, :NEIGHBOURS]
         share = (nearest < sims[0].shape[1]).mean(axis=1)
         listed, unlisted, disallowed, other = best
+        separated = self.separator.scores(query_vectors, SELF_MATCH)
         return [
             {
                 "listed_max": float(listed[i]),
@@ -130,6 +136,7 @@ class ScopeIndex:
                 "margin_other": float(listed[i] - other[i]),
                 "margin_disallowed": float(listed[i] - disallowed[i]),
                 "neighbour_share": float(share[i]),
+                "separator": float(separated[i]),
             }
             for i in range(len(query_vectors))
         ]
@@ -177,15 +184,18 @@ def build_index(
     other = np.vstack(
         [_matrix(encoder, table, texts(free & ~in_play)), everyday[closeness < BANK_OVERLAP]]
     )
+    unlisted = _matrix(encoder, table, texts(free & in_play))
+    disallowed = _matrix(encoder, table, profile.disallowed() + texts(forbidden))
     return ScopeIndex(
         listed=listed,
-        unlisted=_matrix(encoder, table, texts(free & in_play)),
-        disallowed=_matrix(encoder, table, profile.disallowed() + texts(forbidden)),
+        unlisted=unlisted,
+        disallowed=disallowed,
         other=other,
         listed_texts=tuple(listed_texts),
         claimed=tuple(int(i) for i in np.flatnonzero(claimed)),
         unlisted_capabilities=tuple(int(i) for i in np.flatnonzero(free & in_play)),
         domains=domains,
+        separator=Separator.fit(listed, np.vstack([unlisted, disallowed, other])),
     )
 
 
