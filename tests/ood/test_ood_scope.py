@@ -126,8 +126,12 @@ def test_a_disallowed_topic_keeps_a_same_field_query_out() -> None:
 def test_a_bank_text_is_never_its_own_reference() -> None:
     request = "How do I activate the card that just arrived?"  # a listed capability's request
     index = scope_index(CARDS_ONLY)
-    (features,) = index.features(shared_encoder().encode([request]))
+    vector = shared_encoder().encode([request])
+    (features,) = index.features(vector)
     assert features["listed_max"] < 0.995
+    # Nor does the profile's separator score it with a model fitted on it.
+    (full,) = index.separator.scores(vector, np.array([-1]))
+    assert features["separator"] < full
 
 
 def test_near_domain_probes_are_unlisted_capabilities_of_the_profiles_field() -> None:

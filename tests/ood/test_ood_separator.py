@@ -47,13 +47,14 @@ def test_a_query_that_is_one_of_the_references_is_scored_without_it() -> None:
     listed = np.vstack([listed, outlier])
     separator = Separator.fit(listed, contrast)
     assert len(separator.folds) == FOLDS
-    (as_itself,) = separator.scores(outlier, self_match=0.995)
+    # The outlier is reference number 30 (listed come first).
+    (as_itself,) = separator.scores(outlier, np.array([30]))
     (full,) = np.append(outlier[0], 1.0) @ separator.full[None, :].T
     assert as_itself < full
     assert as_itself < 0  # without itself, the outlier reads as a contrast text
     # A new query (no reference that close) is scored by the full model.
     fresh = _unit(np.eye(16)[[0]] + 0.01 * np.eye(16)[[3]])
-    (score,) = separator.scores(fresh, self_match=0.995)
+    (score,) = separator.scores(fresh, np.array([-1]))
     assert score == np.append(fresh[0], 1.0) @ separator.full
 
 
@@ -61,4 +62,4 @@ def test_nothing_to_separate_scores_zero() -> None:
     rng = np.random.default_rng(2)
     listed, _ = _clusters(rng, 5, 1)
     separator = Separator.fit(listed, np.zeros((0, 16), np.float32))
-    assert not separator.scores(listed, self_match=0.995).any()
+    assert not separator.scores(listed, np.full(len(listed), -1)).any()

@@ -115,20 +115,21 @@ class ScopeIndex:
     def features(self, query_vectors: Matrix) -> list[dict[str, float]]:
         """Named scope features for each query embedding (rows of `query_vectors`)."""
         sets = [self.listed, self.unlisted, self.disallowed, self.other]
-        sims = []
-        for vectors in sets:
-            if len(vectors):
-                block = query_vectors @ vectors.T
-                block[block >= SELF_MATCH] = -1.0
-            else:
-                block = np.zeros((len(query_vectors), 0))
-            sims.append(block)
+        every = np.concatenate(
+            [query_vectors @ vectors.T for vectors in sets if len(vectors)], axis=1
+        )
+        # The separator numbers its references in this order; a query that is one of them is
+        # scored without it.
+        mine = every >= SELF_MATCH
+        itself = np.where(mine.any(axis=1), every.argmax(axis=1), -1)
+        every[mine] = -1.0
+        bounds = np.cumsum([0] + [len(vectors) for vectors in sets])
+        sims = [every[:, start:end] for start, end in zip(bounds[:-1], bounds[1:], strict=True)]
         best = [s.max(axis=1) if s.shape[1] else np.zeros(len(query_vectors)) for s in sims]
-        every = np.concatenate(sims, axis=1)
         nearest = np.argsort(-every, axis=1)[:, :NEIGHBOURS]
         share = (nearest < sims[0].shape[1]).mean(axis=1)
         listed, unlisted, disallowed, other = best
-        separated = self.separator.scores(query_vectors, SELF_MATCH)
+        separated = self.separator.scores(query_vectors, itself)
         return [
             {
                 "listed_max": float(listed[i]),

@@ -60,18 +60,21 @@ def fit_logistic(
 
 @dataclass(frozen=True)
 class Separator:
-    """The profile's separator, and its fold models for queries that are one of the references."""
+    """The profile's separator, and its fold models for queries that are one of the references.
 
-    references: Matrix
+    References are numbered as given to `fit` (listed first, then contrast); reference i is left
+    out of fold model i % FOLDS.
+    """
+
     full: Vector
     folds: tuple[Vector, ...]
 
     @classmethod
     def fit(cls, listed: Matrix, contrast: Matrix) -> Separator:
-        references = np.vstack([listed, contrast]).astype(np.float32)
         if not len(listed) or not len(contrast):  # nothing to separate: every query scores 0
-            none = np.zeros(references.shape[1] + 1)
-            return cls(references, none, (none,) * FOLDS)
+            none = np.zeros(listed.shape[1] + 1)
+            return cls(none, (none,) * FOLDS)
+        references = np.vstack([listed, contrast])
         labels = np.arange(len(references)) < len(listed)
         full = fit_logistic(references, labels)
         fold_of = np.arange(len(references)) % FOLDS
@@ -79,14 +82,15 @@ class Separator:
             fit_logistic(references[fold_of != k], labels[fold_of != k], start=full)
             for k in range(FOLDS)
         )
-        return cls(references, full, folds)
+        return cls(full, folds)
 
-    def scores(self, query_vectors: Matrix, self_match: float) -> Vector:
-        """Decision value (log-odds, before calibration) of each query being a listed text."""
+    def scores(self, query_vectors: Matrix, itself: npt.NDArray[np.int64]) -> Vector:
+        """Decision value (log-odds, before calibration) of each query being a listed text.
+
+        itself: per query, the number of the reference that is the query itself, or -1.
+        """
         rows = np.hstack([query_vectors.astype(np.float64), np.ones((len(query_vectors), 1))])
         out = rows @ self.full
-        sims = query_vectors @ self.references.T
-        for q in np.flatnonzero((sims >= self_match).any(axis=1)):
-            fold = int(np.argmax(sims[q])) % FOLDS
-            out[q] = rows[q] @ self.folds[fold]
+        for q in np.flatnonzero(itself >= 0):
+            out[q] = rows[q] @ self.folds[int(itself[q]) % FOLDS]
         return out
