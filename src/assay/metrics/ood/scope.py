@@ -115,9 +115,7 @@ class ScopeIndex:
     def features(self, query_vectors: Matrix) -> list[dict[str, float]]:
         """Named scope features for each query embedding (rows of `query_vectors`)."""
         sets = [self.listed, self.unlisted, self.disallowed, self.other]
-        every = np.concatenate(
-            [query_vectors @ vectors.T for vectors in sets if len(vectors)], axis=1
-        )
+        every = np.concatenate([query_vectors @ vectors.T for vectors in sets], axis=1)
         # The separator numbers its references in this order; a query that is one of them is
         # scored without it.
         mine = every >= SELF_MATCH
