@@ -83,10 +83,9 @@ def looped_share(sentence: str) -> float:
         span = LOOP_TIMES * size
         for i in range(len(words) - span + 1):
             phrase = words[i : i + size]
-            if not any(len(w) > 1 and w.isalpha() for w in phrase):
-                continue
-            repeats = (words[i + k * size : i + (k + 1) * size] for k in range(1, LOOP_TIMES))
-            if all(r == phrase for r in repeats):
+            if words[i : i + span] == phrase * LOOP_TIMES and any(
+                len(w) > 1 and w.isalpha() for w in phrase
+            ):
                 looped[i : i + span] = [True] * span
     return sum(looped) / len(words) if words else 0.0
 
