@@ -251,6 +251,22 @@ def test_labels_follow_their_explanations_on_every_dev_row(
     assert not wrong, f"{len(wrong)} explanations disagree with their label, e.g. {wrong[:3]}"
 
 
+#: A count that undoes its own "only": "only 2 of 2 statements", "only 100% of its sentences".
+SELF_DEFEATING = re.compile(r"\bonly (?:(\d+) of \1\b|100%)", re.I)
+
+
+def test_no_explanation_undoes_its_own_numbers_on_every_dev_row(
+    dev_results: list[tuple[str, dict[str, Any]]],
+) -> None:
+    odd = [
+        entry["explanation"]
+        for detector, result in dev_results
+        for entry in result[detector]["instructions_list"]
+        if SELF_DEFEATING.search(QUOTE.sub("''", entry["explanation"]))
+    ]
+    assert not odd, f"{len(odd)} explanations, e.g. {odd[:3]}"
+
+
 def test_no_instruction_answers_a_constant_on_the_dev_rows(
     dev_results: list[tuple[str, dict[str, Any]]],
 ) -> None:

@@ -50,10 +50,15 @@ def _prioritize(ev: Evidence, ok: bool) -> str:
         return (
             f"It puts the answer first: '{shorten(n['best_sentence'])}' bears most on the question."
         )
-    weak = n["offtopic_sentences"] or n["worst_sentence"]
+    if n["offtopic_sentences"]:
+        return (
+            f"Only {share:.0%} of its sentences bear on the question; it gives room to less "
+            f"relevant material such as {_quoted(n['offtopic_sentences'], 1)}."
+        )
+    # Every sentence is near the subject, but none answers it squarely.
     return (
-        f"Only {share:.0%} of its sentences bear on the question; "
-        f"it gives room to less relevant material such as {_quoted(weak, 1)}."
+        f"Its sentences bear only loosely on the question (similarity {f['q_sent_mean']:.2f} "
+        f"on average); the least relevant is {_quoted(n['worst_sentence'], 1)}."
     )
 
 
@@ -88,11 +93,27 @@ def _coverage(ev: Evidence, ok: bool) -> str:
     if ok:
         restated = f"{n['covered']} of {n['statements']} restated"
         return f"The response includes the context's key statements ({restated})."
-    head = f"The response covers only {n['covered']} of {n['statements']} context statements"
+    if n["missing_statements"]:
+        return (
+            f"The response covers only {n['covered']} of {n['statements']} context statements; "
+            f"missing: {_quoted(n['missing_statements'])}."
+        )
+    # Every statement is touched: the check failed on how fully or how faithfully.
+    f, total = ev.features, int(n["statements"])
+    entailed = round(f["entailed_cover_share"] * total)
+    if entailed == 0:
+        return (
+            f"It touches all {total} context statement(s), but the context does not support "
+            "how it restates them."
+        )
+    if entailed < total:
+        return (
+            f"It touches all {total} context statement(s), but restates only {entailed} "
+            "as the context states them."
+        )
     return (
-        f"{head}; missing: {_quoted(n['missing_statements'])}."
-        if n["missing_statements"]
-        else f"{head}."
+        f"It touches all {total} context statement(s), but only thinly: it uses "
+        f"{f['ctx_word_recall']:.0%} of their key words."
     )
 
 
@@ -108,18 +129,28 @@ def _conflict(ev: Evidence) -> str:
         if n[note]:
             kind, first, second = n[note].split(SEPARATOR)
             return f"'{shorten(second, 120)}' contradicts {where} ({kind}): '{shorten(first, 120)}'"
+    # Evidence below the quoting bar: name the likeliest pair, as a doubt.
+    for note, where in (("contradicted_pair", "the context"), ("self_contradicted_pair", "itself")):
+        if n[note]:
+            first, second = n[note].split(SEPARATOR)
+            return f"'{shorten(second, 120)}' may contradict {where}: '{shorten(first, 120)}'"
     return "its statements do not agree with the context"
 
 
 def _faithful(ev: Evidence, ok: bool) -> str:
     if ok:
-        return "It reads the context faithfully: its statements agree with what the context says."
+        # What was checked, not a claim that the response is supported (accurate_and_focused
+        # judges that), and a finding, since no_contradiction may read the same pair otherwise.
+        return (
+            "It was not found to misread the context: no sentence changes the negation, "
+            "numbers, names or sense of a statement it restates."
+        )
     return f"It misrepresents the context: {_conflict(ev)}."
 
 
 def _contradiction(ev: Evidence, ok: bool) -> str:
     if ok:
-        return "The response agrees with the context and with itself."
+        return "Nothing in it was found to go against the context or against itself."
     return f"Contradiction: {_conflict(ev)}."
 
 
@@ -184,9 +215,14 @@ def _accurate(ev: Evidence, ok: bool) -> str:
             f"It adds content the context does not support: {quote} "
             f"(only {share} of its words are in the context)."
         )
+    if grounded < 1:
+        return (
+            f"It represents the context loosely: only {grounded:.0%} of its sentences "
+            "are grounded in it."
+        )
     return (
-        f"It represents the context loosely: only {grounded:.0%} of its sentences "
-        "are grounded in it."
+        "It represents the context loosely: the context supports its sentences only weakly "
+        f"(agreement {f['entailed_support_mean']:.2f} on average)."
     )
 
 
