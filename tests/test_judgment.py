@@ -171,6 +171,25 @@ async def test_a_contradicting_answer_scores_below_the_correct_one() -> None:
     assert not _label(bad, "completeness", "no_contradiction")
 
 
+async def test_prioritize_says_the_answer_comes_first_only_when_it_does() -> None:
+    query = "Why does my bread come out dense?"
+    answer = (
+        "Bread usually comes out dense because the dough did not rise enough: the yeast was "
+        "old, the kitchen was cold, or the dough was not kneaded long enough to build gluten."
+    )
+    opener = "Baking bread at home takes practice and patience."
+    explained = {}
+    for text in (answer, f"{opener} {answer}"):
+        [result] = await detect(
+            [{"user_query": query, "generated_text": text, "config": {"output_relevance": {}}}]
+        )
+        assert _label(result, "output_relevance", "prioritize_relevant"), result
+        explained[text] = result["output_relevance"]["instructions_list"][1]["explanation"]
+    assert explained[answer].startswith("It puts the answer first")
+    assert not explained[f"{opener} {answer}"].startswith("It puts the answer first")
+    assert "Bread usually comes out dense" in explained[f"{opener} {answer}"]
+
+
 async def test_word_salad_has_no_clear_structure() -> None:
     [result] = await detect(
         [

@@ -47,9 +47,10 @@ def _prioritize(ev: Evidence, ok: bool) -> str:
     f, n = ev.features, ev.notes
     share = 1 - f["q_offtopic_share"]
     if ok:
-        return (
-            f"It puts the answer first: '{shorten(n['best_sentence'])}' bears most on the question."
-        )
+        best = f"'{shorten(n['best_sentence'])}' bears most on the question"
+        if n["best_sentence"] == ev.sentences[0]:
+            return f"It puts the answer first: {best}."
+        return f"It keeps to the question: {share:.0%} of its sentences bear on it, and {best}."
     if n["offtopic_sentences"]:
         return (
             f"Only {share:.0%} of its sentences bear on the question; it gives room to less "
