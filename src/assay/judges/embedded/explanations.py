@@ -34,7 +34,7 @@ def _core_intent(ev: Evidence, ok: bool) -> str:
     if ok:
         return (
             f"The response engages the query directly (similarity {f['q_resp']:.2f}), "
-            f"led by '{shorten(n['best_sentence'])}'; it uses {_terms(ev)}."
+            f"most of all in '{shorten(n['best_sentence'])}'; it uses {_terms(ev)}."
         )
     missing = f" (missing: {n['missing_query_terms']})" if n["missing_query_terms"] else ""
     return (
