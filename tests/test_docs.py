@@ -92,3 +92,43 @@ def test_the_compose_example_uses_only_real_serve_options_and_variables() -> Non
     ]
     assert all("==" in pin for pin in extras["postgres"])
     assert "'.[postgres]'" in (ROOT / "Dockerfile").read_text()
+
+
+def sanity_scores(detector: str) -> tuple[dict[str, float], dict[str, float]]:
+    """The detector score of each damage kind, and of each rule, in bench/RESULTS.md's sanity
+    table for the detector."""
+    results = (ROOT / "bench" / "RESULTS.md").read_text(encoding="utf-8")
+    section = results.split("## Judgment sanity", 1)[1].split(f"### {detector}\n", 1)[1]
+    table = next(block for block in section.split("\n\n") if block.strip().startswith("|"))
+    rows = [line for line in table.splitlines() if line.startswith("|")]
+    kinds: dict[str, float] = {}
+    rules: dict[str, float] = {}
+    for line in rows[2:]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        rule = cells[0].startswith("↳")
+        name = cells[0].removeprefix("↳").split()[0]
+        (rules if rule else kinds)[name] = float(cells[2])
+    return kinds, rules
+
+
+def test_the_readme_quotes_the_sanity_figures_bench_results_holds() -> None:
+    """The embedded judge's "Known limits" paragraph, against the tables it summarises."""
+    limits = README.split("Known limits, measured out-of-fold", 1)[1].split("\n\n", 1)[0]
+    limits = " ".join(limits.split())
+    relevance, _ = sanity_scores("output_relevance")
+    low, high = round(100 * min(relevance.values())), round(100 * max(relevance.values()))
+    assert f"{low}–{high}% of pairs" in limits
+    kinds, rules = sanity_scores("completeness")
+    figures = kinds | rules
+    quoted = {
+        "self_contradiction": "contradictions within an answer",
+        "other_question": "answers to another question",
+        "context_name": "a name swapped for another",
+        "context_opposite": "a reversed comparison",
+        "shuffle_only": "sentences merely put in another order",
+        "unsupported_content": "added claims the context",
+    }
+    for name, words in quoted.items():
+        figure = re.search(re.escape(words) + r"[^(]*\((\d+)%", limits)
+        assert figure, words
+        assert int(figure.group(1)) == round(100 * figures[name]), (words, figures[name])
