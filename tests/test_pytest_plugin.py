@@ -7,6 +7,7 @@ installs Assay gets it, and judge with the real embedded judge.
 from __future__ import annotations
 
 from importlib.metadata import entry_points
+from pathlib import Path
 
 import pytest
 
@@ -185,3 +186,16 @@ def test_assert_detect_returns_the_result_when_it_passes() -> None:
     assert relevance["score"] >= 0.5
     assert [e["instruction"] for e in relevance["instructions_list"]] == OUTPUT_RELEVANCE
     assert all(e["explanation"] for e in relevance["instructions_list"])
+
+
+def test_the_readme_shows_the_failure_message_the_plugin_gives() -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    block = readme.split("AssertionError: assay:", 1)[1].split("```", 1)[0]
+    shown = ["AssertionError: assay:" + block.splitlines()[0]] + [
+        line.strip() for line in block.splitlines()[1:] if line.strip() not in ("", "...")
+    ]
+    with pytest.raises(AssertionError) as failure:
+        assert_detect(OFF_TOPIC, user_query=QUERY, detectors=["output_relevance"])
+    given = [line.strip() for line in f"AssertionError: {failure.value}".splitlines()]
+    given = [line for line in given if line]
+    assert given[: len(shown)] == shown
