@@ -20,7 +20,12 @@ from assay.metrics.ood.probe_types import ProbeRequest
 from assay.metrics.ood.profile import profile_from_mapping
 from assay.metrics.ood.prompt_sections import read_sections
 from assay.metrics.ood.refusal import refusal_probabilities, without_query
-from assay.metrics.ood.scope import build_index, in_scope_probabilities, scope_index
+from assay.metrics.ood.scope import (
+    REQUEST_FORMS,
+    build_index,
+    in_scope_probabilities,
+    scope_index,
+)
 from assay.metrics.ood.vectors import shipped_vectors
 
 CARDS_ONLY = profile_from_mapping(
@@ -87,6 +92,18 @@ def test_listed_topics_claim_bank_capabilities_and_widen_the_profile() -> None:
     assert index.domains >= {"credit_cards"}
     # ...and the claimed capabilities' requests stand for the profile too.
     assert "How do I activate the card that just arrived?" in index.listed_texts
+
+
+def test_topics_stand_in_the_index_as_written_and_as_requests() -> None:
+    index = scope_index(CARDS_ONLY)
+    for topic in CARDS_ONLY.topics():
+        written = {topic} | {form.format(topic) for form in REQUEST_FORMS}
+        assert written <= set(index.listed_texts)
+    fields = {"description": "Bank help.", "allowed_topics": "card activation"}
+    plain = scope_index(profile_from_mapping(fields))
+    banned = scope_index(profile_from_mapping({**fields, "disallowed_topics": "investment advice"}))
+    # The disallowed topic, as written and in each request form, is disallowed contrast.
+    assert len(banned.disallowed) >= len(plain.disallowed) + 1 + len(REQUEST_FORMS)
 
 
 def test_same_field_requests_the_profile_does_not_list_are_out_of_scope() -> None:

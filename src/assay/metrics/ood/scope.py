@@ -3,12 +3,13 @@
 A profile is turned into four sets of reference texts (`ScopeIndex`), using the capability bank
 (`capabilities.py`) and the everyday probe bank (`bank.py`):
 
-- listed: the profile's topics and examples, plus the requests of the bank capabilities they
-  match ("claim"), so "translate" also stands for "How do you say ... in Italian?";
+- listed: the profile's topics (as written and as requests: "Can you help me with ...?") and
+  examples, plus the requests of the bank capabilities they match ("claim"), so "translate"
+  also stands for "How do you say ... in Italian?";
 - unlisted: the other capabilities of the domains the profile claimed from: requests in the
   application's field that it does not list (a bank assistant that lists cards and balances,
   asked for a mortgage);
-- disallowed: the profile's disallowed topics and the capabilities they claim;
+- disallowed: the profile's disallowed topics (also as requests) and the capabilities they claim;
 - other: every remaining capability and the everyday questions of the probe bank, except those
   close to the listed texts.
 
@@ -58,6 +59,14 @@ NEIGHBOURS = 10
 SELF_MATCH = 0.995
 #: P(in scope) at or above which a query counts as in scope.
 IN_SCOPE_THRESHOLD = 0.5
+#: Topics are noun phrases ("pronunciation tips"), queries are requests: each topic is also
+#: embedded in these request forms, which sit closer to how users ask (figures in DEVELOPERS.md).
+REQUEST_FORMS = ("Can you help me with {}?", "I have a question about {}.")
+
+
+def with_request_forms(topics: list[str]) -> list[str]:
+    """The topic phrases, then each of them in every `REQUEST_FORMS` form."""
+    return topics + [form.format(topic) for topic in topics for form in REQUEST_FORMS]
 
 
 def _matrix(encoder: CachedEncoder, table: CapabilityTable, texts: Sequence[str]) -> Matrix:
@@ -151,7 +160,8 @@ def build_index(
         with a domain removed, to measure a profile whose field the bank does not cover).
     """
     table = table or capability_table(encoder)
-    own = profile.topics() + profile.examples()
+    own = with_request_forms(profile.topics()) + profile.examples()
+    banned = with_request_forms(profile.disallowed())
     prose = profile.summary_texts()
     claimed, claim_match = _claims(table, _matrix(encoder, table, own))
     if not own:
@@ -164,7 +174,7 @@ def build_index(
         matched = {name for name, sim in zip(domain_names, fit, strict=True) if sim >= DOMAIN_MIN}
         claimed = np.array([c.domain_name in matched for c in table.capabilities])
         claim_match = claimed.astype(float)
-    forbidden, forbid_match = _claims(table, _matrix(encoder, table, profile.disallowed()))
+    forbidden, forbid_match = _claims(table, _matrix(encoder, table, banned))
     # A capability both listed and disallowed goes to whichever it matches better.
     both = claimed & forbidden
     claimed &= ~(both & (forbid_match > claim_match))
@@ -184,7 +194,7 @@ def build_index(
         [_matrix(encoder, table, texts(free & ~in_play)), everyday[closeness < BANK_OVERLAP]]
     )
     unlisted = _matrix(encoder, table, texts(free & in_play))
-    disallowed = _matrix(encoder, table, profile.disallowed() + texts(forbidden))
+    disallowed = _matrix(encoder, table, banned + texts(forbidden))
     return ScopeIndex(
         listed=listed,
         unlisted=unlisted,
