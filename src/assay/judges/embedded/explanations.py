@@ -158,9 +158,12 @@ def _contradiction(ev: Evidence, ok: bool) -> str:
 def _structure(ev: Evidence, ok: bool) -> str:
     f, n = ev.features, ev.notes
     if ok:
+        words = f"{ev.features['mean_sentence_words']:.0f}"
+        if len(ev.sentences) == 1:
+            return f"Clear structure: one sentence of {words} words."
         return (
-            f"Clear structure: {len(ev.sentences)} sentence(s) averaging "
-            f"{ev.features['mean_sentence_words']:.0f} words, in a coherent order."
+            f"Clear structure: {len(ev.sentences)} sentences averaging {words} words, "
+            "in a coherent order."
         )
     problems = []
     if n["looped_sentence"]:
