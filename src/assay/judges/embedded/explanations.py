@@ -158,7 +158,7 @@ def _contradiction(ev: Evidence, ok: bool) -> str:
 def _structure(ev: Evidence, ok: bool) -> str:
     f, n = ev.features, ev.notes
     if ok:
-        words = f"{ev.features['mean_sentence_words']:.0f}"
+        words = f"{f['mean_sentence_words']:.0f}"
         if len(ev.sentences) == 1:
             return f"Clear structure: one sentence of {words} words."
         return (

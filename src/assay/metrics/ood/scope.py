@@ -60,7 +60,7 @@ SELF_MATCH = 0.995
 #: P(in scope) at or above which a query counts as in scope.
 IN_SCOPE_THRESHOLD = 0.5
 #: Topics are noun phrases ("pronunciation tips"), queries are requests: each topic is also
-#: embedded in these request forms, which sit closer to how users ask (figures in DEVELOPERS.md).
+#: embedded in these request forms, which sit closer to how users ask (figures in bench/RESULTS.md).
 REQUEST_FORMS = ("Can you help me with {}?", "I have a question about {}.")
 
 
