@@ -118,23 +118,32 @@ def _coverage(ev: Evidence, ok: bool) -> str:
     )
 
 
+#: The agreement model's most contradicted pair (note), how sure it was (feature), and with what.
+_MODEL_PAIRS = (
+    ("contradicted_pair", "ctx_contra_max", "the context"),
+    ("self_contradicted_pair", "self_contra_max", "itself"),
+)
+
+
 def _conflict(ev: Evidence) -> str:
-    """The best-evidenced contradiction, with the context or within the response."""
+    """The best-evidenced contradiction, with the context or within the response: a sure model
+    reading, then a word-level conflict, then the likeliest model pair as a doubt."""
     n = ev.notes
-    for note, where in (("contradicted_pair", "the context"), ("self_contradicted_pair", "itself")):
-        key = "ctx_contra_max" if where == "the context" else "self_contra_max"
-        if n[note] and ev.features[key] >= CONTRADICTION_QUOTED:
-            first, second = n[note].split(SEPARATOR)
+    pairs = [
+        (n[note].split(SEPARATOR), ev.features[key] >= CONTRADICTION_QUOTED, where)
+        for note, key, where in _MODEL_PAIRS
+        if n[note]
+    ]
+    for (first, second), sure, where in pairs:
+        if sure:
             return f"'{shorten(second, 120)}' contradicts {where}: '{shorten(first, 120)}'"
     for note, where in (("context_conflict", "the context"), ("self_conflict", "itself")):
         if n[note]:
             kind, first, second = n[note].split(SEPARATOR)
             return f"'{shorten(second, 120)}' contradicts {where} ({kind}): '{shorten(first, 120)}'"
-    # Evidence below the quoting bar: name the likeliest pair, as a doubt.
-    for note, where in (("contradicted_pair", "the context"), ("self_contradicted_pair", "itself")):
-        if n[note]:
-            first, second = n[note].split(SEPARATOR)
-            return f"'{shorten(second, 120)}' may contradict {where}: '{shorten(first, 120)}'"
+    if pairs:
+        (first, second), _, where = pairs[0]
+        return f"'{shorten(second, 120)}' may contradict {where}: '{shorten(first, 120)}'"
     return "its statements do not agree with the context"
 
 
