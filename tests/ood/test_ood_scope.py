@@ -24,6 +24,7 @@ from assay.metrics.ood.scope import (
     REQUEST_FORMS,
     build_index,
     in_scope_probabilities,
+    scope_features,
     scope_index,
 )
 from assay.metrics.ood.vectors import shipped_vectors
@@ -229,3 +230,21 @@ def test_an_index_encodes_the_profiles_own_texts_and_reuses_the_banks_vectors() 
     assert index.claimed == default.claimed and len(index.listed) > len(CARDS_ONLY.examples())
     np.testing.assert_array_equal(index.listed, default.listed)
     np.testing.assert_array_equal(index.unlisted, default.unlisted)
+
+
+def test_disallowed_excess_is_zero_unless_a_disallowed_text_comes_closer() -> None:
+    fields = {
+        "name": "Bank helper",
+        "description": "Bank support assistant.",
+        "allowed_topics": "card activation; account balance questions; online banking login",
+    }
+    queries = [
+        "Should I move my retirement savings into index funds?",
+        "How do I activate my card?",
+    ]
+    plain = scope_features(queries, profile_from_mapping(fields))
+    assert [f["disallowed_excess"] for f in plain] == [0.0, 0.0]
+    forbidden = profile_from_mapping({**fields, "disallowed_topics": "investment advice"})
+    investing, card = scope_features(queries, forbidden)
+    assert investing["disallowed_excess"] > 0.0
+    assert card["disallowed_excess"] == 0.0

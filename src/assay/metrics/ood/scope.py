@@ -13,9 +13,11 @@ A profile is turned into four sets of reference texts (`ScopeIndex`), using the 
 - other: every remaining capability and the everyday questions of the probe bank, except those
   close to the listed texts.
 
-A query's features compare its best match among the listed texts with its best match in each
-contrast set, count how many of its nearest references are listed, and read the profile's own
-linear separator of listed and contrast texts (`separator.py`). A logistic model fitted
+A query's features compare its best match among the listed texts with its best match in the
+unlisted and other sets, say how much closer it comes to a disallowed text than to any listed one
+(0 when it does not, or when the profile disallows nothing), count how many of its nearest
+references are listed, and read the profile's own linear separator of listed and contrast texts
+(`separator.py`). A logistic model fitted
 by `bench/ood.py` (stored in `calibration.json`) turns them into P(in scope). A text that is
 (almost) the query itself is never used as its reference, so bank questions can be scored too.
 """
@@ -41,7 +43,7 @@ SCOPE_FEATURES = (
     "listed_max",
     "margin_unlisted",
     "margin_other",
-    "margin_disallowed",
+    "disallowed_excess",
     "neighbour_share",
     "separator",
 )
@@ -142,7 +144,9 @@ class ScopeIndex:
                 "listed_max": float(listed[i]),
                 "margin_unlisted": float(listed[i] - unlisted[i]),
                 "margin_other": float(listed[i] - other[i]),
-                "margin_disallowed": float(listed[i] - disallowed[i]),
+                # Not a margin like the two above: most profiles disallow nothing, and a
+                # margin to an empty set would only repeat listed_max.
+                "disallowed_excess": max(0.0, float(disallowed[i] - listed[i])),
                 "neighbour_share": float(share[i]),
                 "separator": float(separated[i]),
             }
