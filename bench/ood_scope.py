@@ -35,7 +35,9 @@ from assay.metrics.ood.profile import UseCaseProfile, profile_from_mapping
 from assay.metrics.ood.scope import SCOPE_FEATURES, build_index
 from calibrate import fit, predict
 
-SCOPE_SIGNS = (1, 1, 1, -1, 1, 1)
+#: Each scope feature's direction in the fit: all raise P(in scope) except a disallowed text
+#: coming closer than every listed one.
+SCOPE_SIGNS = tuple(-1 if name == "disallowed_excess" else 1 for name in SCOPE_FEATURES)
 #: In-scope rows weigh this much more than out-of-scope rows in the fit. Chosen by watching the
 #: leave-one-profile-out in-scope recall at 0.5 (weight 1 gave 0.88 on average): a probe is
 #: only used when it is clearly out of scope, so the model should lean towards "in scope".
