@@ -9,7 +9,7 @@ from chatbot import BANK_PROFILE, no_llm_env  # noqa: F401 - autouse fixture
 
 from assay.judges.embedded.embedding_cache import shared_encoder
 from assay.metrics.ood.bank import probe_bank
-from assay.metrics.ood.bank_probes import choose_probes
+from assay.metrics.ood.bank_probes import PROBE_MAX_IN_SCOPE, choose_probes
 from assay.metrics.ood.capabilities import (
     CAPABILITY_FILE,
     _shipped_table,
@@ -248,3 +248,32 @@ def test_disallowed_excess_is_zero_unless_a_disallowed_text_comes_closer() -> No
     investing, card = scope_features(queries, forbidden)
     assert investing["disallowed_excess"] > 0.0
     assert card["disallowed_excess"] == 0.0
+
+
+def test_disallowed_topics_are_probed_through_the_capabilities_they_claim() -> None:
+    profile = profile_from_mapping(
+        {
+            "name": "Bank helper",
+            "description": "Bank support assistant.",
+            "allowed_topics": "card activation; account balance questions; online banking login",
+            "disallowed_topics": "investment advice",
+        }
+    )
+    table = capability_table()
+    claimed = {
+        f"disallowed: {table.capabilities[i].domain}: {table.capabilities[i].name}"
+        for i in scope_index(profile).disallowed_capabilities
+    }
+    assert claimed
+    rows = [f"Question {n} about my card balance?" for n in range(8)]
+    near = [
+        probe
+        for row in rows
+        for probe in choose_probes(ProbeRequest(profile, 3, anchor=row)).probes
+        if probe.kind == "near_domain"
+    ]
+    from_disallowed = [p for p in near if p.topic.startswith("disallowed: ")]
+    # Rows take turns, so one near probe per row covers both sources.
+    assert from_disallowed and len(from_disallowed) < len(near)
+    assert {p.topic for p in from_disallowed} <= claimed
+    assert all(p.in_scope_probability < PROBE_MAX_IN_SCOPE for p in near)

@@ -3,9 +3,11 @@
 Two kinds of probe, each made to be out of scope:
 
 - near-domain: requests for a capability of the profile's own field that the profile does not
-  list (from the capability bank: a card-and-balance assistant asked about a mortgage). When the
-  profile's field is not in the capability bank, the everyday questions nearest the profile
-  stand in;
+  list (from the capability bank: a card-and-balance assistant asked about a mortgage), and for
+  the capabilities its disallowed topics claim (a bank assistant that declines investment advice
+  asked "Should I put my savings into stocks or bonds?"). Rows take turns at which of the two
+  comes first. When the profile's field is not in the capability bank, the everyday questions
+  nearest the profile stand in;
 - far-domain: everyday questions from the probe bank, spread from near to far, one per topic.
 
 A candidate is used only when the scope judge puts it clearly out of scope
@@ -21,6 +23,7 @@ import math
 import random
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import zip_longest
 
 import numpy as np
 
@@ -37,6 +40,8 @@ NEAR_SHARE = 1 / 3
 TOPIC_OVERLAP = 0.2
 #: Highest P(in scope) a probe may have.
 PROBE_MAX_IN_SCOPE = 0.25
+#: How the topic of a probe from a disallowed topic's capability starts.
+DISALLOWED = "disallowed: "
 
 
 @dataclass(frozen=True)
@@ -80,11 +85,15 @@ def _pools(fields: tuple[tuple[str, str], ...]) -> tuple[_Pool, _Pool]:
     index = scope_index(UseCaseProfile(dict(fields)), encoder)
     table = capability_table(encoder)
     near_texts, near_groups = [], []
-    for i in index.unlisted_capabilities:
-        capability = table.capabilities[i]
-        for text in capability.requests:
-            near_texts.append(text)
-            near_groups.append(f"{capability.domain}: {capability.name}")
+    for prefix, indices in (
+        ("", index.unlisted_capabilities),
+        (DISALLOWED, index.disallowed_capabilities),
+    ):
+        for i in indices:
+            capability = table.capabilities[i]
+            for text in capability.requests:
+                near_texts.append(text)
+                near_groups.append(f"{prefix}{capability.domain}: {capability.name}")
     near_vectors = encoder.encode(near_texts) if near_texts else np.zeros((0, 384), np.float32)
     bank = probe_bank()
     near = _pool(index, near_texts, near_groups, near_vectors)
@@ -131,6 +140,18 @@ def _best_per_group(candidates: list[_Candidate]) -> list[_Candidate]:
     return ordered
 
 
+def _alternate(near: list[_Candidate], turn: int) -> list[_Candidate]:
+    """Near candidates with the groups of unlisted and of disallowed capabilities taken in turn,
+    each closest first; `turn` (the row's) says which comes first, so that rows asking one
+    near-domain probe cover both."""
+    lists: list[list[list[_Candidate]]] = [[], []]
+    for members in _groups(near).values():
+        lists[members[0].group.startswith(DISALLOWED)].append(members)
+    first, second = lists if turn % 2 == 0 else lists[::-1]
+    mixed = [group for pair in zip_longest(first, second) for group in pair if group]
+    return [candidate for group in mixed for candidate in group]
+
+
 def _groups(candidates: list[_Candidate]) -> dict[str, list[_Candidate]]:
     grouped: dict[str, list[_Candidate]] = {}
     for candidate in candidates:
@@ -141,7 +162,8 @@ def _groups(candidates: list[_Candidate]) -> dict[str, list[_Candidate]]:
 def choose_probes(request: ProbeRequest) -> ProbeSet:
     """Probes for `request` from the banks (see the module doc); deterministic at temperature 0."""
     near, far = _candidates(request)
-    near_groups, far_groups = _groups(near), _groups(far)
+    turn = seed_for(request.anchor) if request.anchor else 0
+    near_groups, far_groups = _groups(_alternate(near, turn)), _groups(far)
     if not near_groups:
         # The profile's field is not in the capability bank: the everyday topics closest to
         # the profile are the nearest probes there are.
@@ -152,7 +174,6 @@ def choose_probes(request: ProbeRequest) -> ProbeSet:
     near_count = min(len(near_groups), max(1, round(count * NEAR_SHARE)) if count > 1 else 0)
     far_count = min(len(far_groups), count - near_count)
     near_count = count - far_count
-    turn = seed_for(request.anchor) if request.anchor else 0
     rng = random.Random(request.seed)
     chosen: list[tuple[_Candidate, ProbeKind]] = []
     plan: list[tuple[ProbeKind, dict[str, list[_Candidate]], int]] = [

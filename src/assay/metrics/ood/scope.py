@@ -109,6 +109,7 @@ class ScopeIndex:
     listed_texts: the listed texts, for explanations.
     claimed: indices of the capabilities the profile lists.
     unlisted_capabilities: indices of same-domain capabilities it does not list.
+    disallowed_capabilities: indices of the capabilities its disallowed topics claim.
     domains: the capability-bank domains the profile claimed from.
     separator: the linear model of listed against all contrast texts.
     """
@@ -120,6 +121,7 @@ class ScopeIndex:
     listed_texts: tuple[str, ...]
     claimed: tuple[int, ...]
     unlisted_capabilities: tuple[int, ...]
+    disallowed_capabilities: tuple[int, ...]
     domains: frozenset[str]
     separator: Separator
 
@@ -207,6 +209,7 @@ def build_index(
         listed_texts=tuple(listed_texts),
         claimed=tuple(int(i) for i in np.flatnonzero(claimed)),
         unlisted_capabilities=tuple(int(i) for i in np.flatnonzero(free & in_play)),
+        disallowed_capabilities=tuple(int(i) for i in np.flatnonzero(forbidden)),
         domains=domains,
         separator=Separator.fit(listed, np.vstack([unlisted, disallowed, other])),
     )
