@@ -36,6 +36,12 @@ CARDS_ONLY = profile_from_mapping(
         "reporting a lost or stolen card; card PIN changes. Anything else is declined.",
     }
 )
+#: A bank profile that lists a few services, for tests that add disallowed topics to it.
+BANK_HELPER = {
+    "name": "Bank helper",
+    "description": "Bank support assistant.",
+    "allowed_topics": "card activation; account balance questions; online banking login",
+}
 SYSTEM_PROMPT = """# System Prompt for LoanGuide
 
 You are **LoanGuide**, a banking assistant that explains **loan eligibility** to customers.
@@ -129,11 +135,7 @@ def test_a_paraphrase_sharing_no_word_with_the_profile_is_in_scope() -> None:
 
 
 def test_a_disallowed_topic_keeps_a_same_field_query_out() -> None:
-    fields = {
-        "name": "Bank helper",
-        "description": "Bank support assistant.",
-        "allowed_topics": "card activation; account balance questions; online banking login",
-    }
+    fields = BANK_HELPER
     question = "Should I move my retirement savings into index funds?"
     (allowed,) = in_scope_probabilities([question], profile_from_mapping(fields))
     forbidden = profile_from_mapping({**fields, "disallowed_topics": "investment advice"})
@@ -233,11 +235,7 @@ def test_an_index_encodes_the_profiles_own_texts_and_reuses_the_banks_vectors() 
 
 
 def test_disallowed_excess_is_zero_unless_a_disallowed_text_comes_closer() -> None:
-    fields = {
-        "name": "Bank helper",
-        "description": "Bank support assistant.",
-        "allowed_topics": "card activation; account balance questions; online banking login",
-    }
+    fields = BANK_HELPER
     queries = [
         "Should I move my retirement savings into index funds?",
         "How do I activate my card?",
@@ -251,14 +249,7 @@ def test_disallowed_excess_is_zero_unless_a_disallowed_text_comes_closer() -> No
 
 
 def test_disallowed_topics_are_probed_through_the_capabilities_they_claim() -> None:
-    profile = profile_from_mapping(
-        {
-            "name": "Bank helper",
-            "description": "Bank support assistant.",
-            "allowed_topics": "card activation; account balance questions; online banking login",
-            "disallowed_topics": "investment advice",
-        }
-    )
+    profile = profile_from_mapping({**BANK_HELPER, "disallowed_topics": "investment advice"})
     table = capability_table()
     claimed = {
         f"disallowed: {table.capabilities[i].domain}: {table.capabilities[i].name}"
