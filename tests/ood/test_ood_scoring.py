@@ -204,3 +204,29 @@ def test_shipped_bank_vectors_are_current_and_match_the_encoder() -> None:
     sample = [probe.text for probe in probe_bank()[::97]]
     fresh = shared_encoder().encode(sample)
     assert np.abs(fresh - shipped[::97]).max() < 0.01
+
+
+def test_an_answered_disallowed_probe_is_shown_as_one() -> None:
+    from rich.console import Console
+
+    from assay.report.ood_tables import ood_tables
+
+    profile = {**BANK_PROFILE, "disallowed_topics": "investment advice; loans and mortgages"}
+    rows = [
+        {
+            "input_id": str(n),
+            "prompt": f"What is the balance of account {n}?",
+            "sut_response": "£10.",
+        }
+        for n in range(6)
+    ]
+    results = score_rows_sync(
+        rows, {"use_case": profile, "num_ood_queries": 3}, sut=CallableSUT(lambda p: ANSWER)
+    )
+    shown = {case.shown_kind for case in summarize(results).failing_cases}
+    # One near-domain probe per row: rows take turns between disallowed and unlisted topics.
+    assert shown == {"near-domain", "near-domain, disallowed", "far-domain"}
+    console = Console(record=True, width=200)
+    for table in ood_tables(summarize(results), "run"):
+        console.print(table)
+    assert "near-domain, disallowed" in console.export_text()

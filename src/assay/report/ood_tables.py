@@ -65,7 +65,7 @@ def ood_tables(summary: OODSummary, title: str) -> list[Table]:
         for case in summary.failing_cases:
             failing.add_row(
                 case.row_id or "",
-                case.kind.replace("_", "-"),
+                case.shown_kind,
                 Text(case.label, "red"),
                 case.query,
                 case.reply[:REPLY_CHARS],

@@ -30,7 +30,13 @@ import numpy as np
 from assay.judges.embedded.embedding_cache import shared_encoder
 from assay.metrics.ood.bank import bank_vectors, probe_bank
 from assay.metrics.ood.capabilities import capability_table
-from assay.metrics.ood.probe_types import GeneratedProbe, ProbeKind, ProbeRequest, ProbeSet
+from assay.metrics.ood.probe_types import (
+    DISALLOWED_TOPIC,
+    GeneratedProbe,
+    ProbeKind,
+    ProbeRequest,
+    ProbeSet,
+)
 from assay.metrics.ood.profile import UseCaseProfile
 from assay.metrics.ood.scope import ScopeIndex, scope_index, scope_probabilities
 
@@ -40,8 +46,6 @@ NEAR_SHARE = 1 / 3
 TOPIC_OVERLAP = 0.2
 #: Highest P(in scope) a probe may have.
 PROBE_MAX_IN_SCOPE = 0.25
-#: How the topic of a probe from a disallowed topic's capability starts.
-DISALLOWED = "disallowed: "
 
 
 @dataclass(frozen=True)
@@ -87,7 +91,7 @@ def _pools(fields: tuple[tuple[str, str], ...]) -> tuple[_Pool, _Pool]:
     near_texts, near_groups = [], []
     for prefix, indices in (
         ("", index.unlisted_capabilities),
-        (DISALLOWED, index.disallowed_capabilities),
+        (DISALLOWED_TOPIC, index.disallowed_capabilities),
     ):
         for i in indices:
             capability = table.capabilities[i]
@@ -146,7 +150,7 @@ def _alternate(near: list[_Candidate], turn: int) -> list[_Candidate]:
     near-domain probe cover both."""
     lists: list[list[list[_Candidate]]] = [[], []]
     for members in _groups(near).values():
-        lists[members[0].group.startswith(DISALLOWED)].append(members)
+        lists[members[0].group.startswith(DISALLOWED_TOPIC)].append(members)
     first, second = lists if turn % 2 == 0 else lists[::-1]
     mixed = [group for pair in zip_longest(first, second) for group in pair if group]
     return [candidate for group in mixed for candidate in group]

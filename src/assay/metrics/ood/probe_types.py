@@ -13,6 +13,8 @@ ProbeKind = Literal["in_domain", "near_domain", "far_domain"]
 #: Why a bank probe stands in for an LLM-written one: the LLM call failed, or the LLM's probes
 #: were too few once the scope filter had dropped those in scope.
 Fallback = Literal["llm_failed", "llm_short"]
+#: How the topic of a bank probe starts when it asks for something the profile disallows.
+DISALLOWED_TOPIC = "disallowed: "
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from assay.metrics.ood.judge import LABELS, Label
+from assay.metrics.ood.probe_types import DISALLOWED_TOPIC
 from assay.metrics.ood.scorer import RowResult
 from assay.stats import Interval, mean_interval, ratio_interval
 
@@ -42,6 +43,14 @@ class FailingCase:
     reply: str
     probability: float | None
     topic: str | None = None
+
+    @property
+    def shown_kind(self) -> str:
+        """The kind as tables show it: "near-domain", and "near-domain, disallowed" for a probe
+        of something the profile disallows."""
+        shown = self.kind.replace("_", "-")
+        disallowed = (self.topic or "").startswith(DISALLOWED_TOPIC)
+        return f"{shown}, disallowed" if disallowed else shown
 
 
 @dataclass(frozen=True)
