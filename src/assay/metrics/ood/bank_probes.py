@@ -148,10 +148,10 @@ def _alternate(near: list[_Candidate], turn: int) -> list[_Candidate]:
     """Near candidates with the groups of unlisted and of disallowed capabilities taken in turn,
     each closest first; `turn` (the row's) says which comes first, so that rows asking one
     near-domain probe cover both."""
-    lists: list[list[list[_Candidate]]] = [[], []]
-    for members in _groups(near).values():
-        lists[members[0].group.startswith(DISALLOWED_TOPIC)].append(members)
-    first, second = lists if turn % 2 == 0 else lists[::-1]
+    groups = list(_groups(near).values())
+    disallowed = [g for g in groups if g[0].group.startswith(DISALLOWED_TOPIC)]
+    unlisted = [g for g in groups if not g[0].group.startswith(DISALLOWED_TOPIC)]
+    first, second = (unlisted, disallowed) if turn % 2 == 0 else (disallowed, unlisted)
     mixed = [group for pair in zip_longest(first, second) for group in pair if group]
     return [candidate for group in mixed for candidate in group]
 
