@@ -1,8 +1,9 @@
 """Probe generators: out-of-domain questions to put to the system under test.
 
 Offline (the default) probes come from the bundled banks (`bank_probes.py`): near-domain ones
-from the capability bank's unlisted capabilities of the profile's field, far-domain ones from
-the everyday probe bank, all clearly out of scope for the scope judge.
+from the capability bank's unlisted capabilities of the profile's field and from those its
+disallowed topics claim, far-domain ones from the everyday probe bank, all clearly out of scope
+for the scope judge.
 
 With an LLM configured, the LLM writes the probes from the profile at the given temperature and
 says of each whether it is near-domain or far-domain; its probes pass the same scope filter,
