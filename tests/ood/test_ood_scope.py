@@ -249,14 +249,15 @@ def test_disallowed_excess_is_zero_unless_a_disallowed_text_comes_closer() -> No
 
 
 def test_disallowed_topics_are_probed_through_the_capabilities_they_claim() -> None:
-    profile = profile_from_mapping({**BANK_HELPER, "disallowed_topics": "investment advice"})
+    disallowed = "investment advice; loans and mortgages"
+    profile = profile_from_mapping({**BANK_HELPER, "disallowed_topics": disallowed})
     table = capability_table()
     claimed = {
         f"disallowed: {table.capabilities[i].domain}: {table.capabilities[i].name}"
         for i in scope_index(profile).disallowed_capabilities
     }
-    assert claimed
-    rows = [f"Question {n} about my card balance?" for n in range(8)]
+    assert len(claimed) >= 3
+    rows = [f"What is the balance of account {n}?" for n in range(12)]
     near = [
         probe
         for row in rows
@@ -266,5 +267,7 @@ def test_disallowed_topics_are_probed_through_the_capabilities_they_claim() -> N
     from_disallowed = [p for p in near if p.topic.startswith("disallowed: ")]
     # Rows take turns, so one near probe per row covers both sources.
     assert from_disallowed and len(from_disallowed) < len(near)
-    assert {p.topic for p in from_disallowed} <= claimed
+    # Each row starts the disallowed capabilities at its own place, so rows cover several.
+    asked = {p.topic for p in from_disallowed}
+    assert len(asked) >= 2 and asked <= claimed
     assert all(p.in_scope_probability < PROBE_MAX_IN_SCOPE for p in near)

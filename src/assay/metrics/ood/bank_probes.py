@@ -145,12 +145,17 @@ def _best_per_group(candidates: list[_Candidate]) -> list[_Candidate]:
 
 
 def _alternate(near: list[_Candidate], turn: int) -> list[_Candidate]:
-    """Near candidates with the groups of unlisted and of disallowed capabilities taken in turn,
-    each closest first; `turn` (the row's) says which comes first, so that rows asking one
-    near-domain probe cover both."""
+    """Near candidates with the groups of unlisted and of disallowed capabilities taken in turn;
+    `turn` (the row's) says which comes first, so that rows asking one near-domain probe cover
+    both. Unlisted groups come closest first (the likeliest to be mistaken for the field);
+    disallowed ones, which the profile itself rules out, start at a place `turn` picks, so that
+    rows cover each of them."""
     groups = list(_groups(near).values())
     disallowed = [g for g in groups if g[0].group.startswith(DISALLOWED_TOPIC)]
     unlisted = [g for g in groups if not g[0].group.startswith(DISALLOWED_TOPIC)]
+    if disallowed:
+        start = (turn // 2) % len(disallowed)
+        disallowed = disallowed[start:] + disallowed[:start]
     first, second = (unlisted, disallowed) if turn % 2 == 0 else (disallowed, unlisted)
     mixed = [group for pair in zip_longest(first, second) for group in pair if group]
     return [candidate for group in mixed for candidate in group]
