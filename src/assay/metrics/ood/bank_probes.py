@@ -98,7 +98,12 @@ def _pools(fields: tuple[tuple[str, str], ...]) -> tuple[_Pool, _Pool]:
             for text in capability.requests:
                 near_texts.append(text)
                 near_groups.append(f"{prefix}{capability.domain}: {capability.name}")
-    near_vectors = encoder.encode(near_texts) if near_texts else np.zeros((0, 384), np.float32)
+    # Bank requests: their rows of the capability table, not encoded again.
+    near_vectors = (
+        np.stack([table.vector_of[text] for text in near_texts])
+        if near_texts
+        else np.zeros((0, 384), np.float32)
+    )
     bank = probe_bank()
     near = _pool(index, near_texts, near_groups, near_vectors)
     far = _pool(index, [p.text for p in bank], [p.topic for p in bank], bank_vectors(encoder))
@@ -144,21 +149,20 @@ def _best_per_group(candidates: list[_Candidate]) -> list[_Candidate]:
     return ordered
 
 
-def _alternate(near: list[_Candidate], turn: int) -> list[_Candidate]:
-    """Near candidates with the groups of unlisted and of disallowed capabilities taken in turn;
+def _alternate(groups: dict[str, list[_Candidate]], turn: int) -> dict[str, list[_Candidate]]:
+    """The near groups with those of unlisted and of disallowed capabilities taken in turn;
     `turn` (the row's) says which comes first, so that rows asking one near-domain probe cover
     both. Unlisted groups come closest first (the likeliest to be mistaken for the field);
     disallowed ones, which the profile itself rules out, start at a place `turn` picks, so that
     rows cover each of them."""
-    groups = list(_groups(near).values())
-    disallowed = [g for g in groups if g[0].group.startswith(DISALLOWED_TOPIC)]
-    unlisted = [g for g in groups if not g[0].group.startswith(DISALLOWED_TOPIC)]
+    disallowed = [name for name in groups if name.startswith(DISALLOWED_TOPIC)]
+    unlisted = [name for name in groups if not name.startswith(DISALLOWED_TOPIC)]
     if disallowed:
         start = (turn // 2) % len(disallowed)
         disallowed = disallowed[start:] + disallowed[:start]
     first, second = (unlisted, disallowed) if turn % 2 == 0 else (disallowed, unlisted)
-    mixed = [group for pair in zip_longest(first, second) for group in pair if group]
-    return [candidate for group in mixed for candidate in group]
+    order = [name for pair in zip_longest(first, second) for name in pair if name]
+    return {name: groups[name] for name in order}
 
 
 def _groups(candidates: list[_Candidate]) -> dict[str, list[_Candidate]]:
@@ -172,7 +176,7 @@ def choose_probes(request: ProbeRequest) -> ProbeSet:
     """Probes for `request` from the banks (see the module doc); deterministic at temperature 0."""
     near, far = _candidates(request)
     turn = seed_for(request.anchor) if request.anchor else 0
-    near_groups, far_groups = _groups(_alternate(near, turn)), _groups(far)
+    near_groups, far_groups = _alternate(_groups(near), turn), _groups(far)
     if not near_groups:
         # The profile's field is not in the capability bank: the everyday topics closest to
         # the profile are the nearest probes there are.
