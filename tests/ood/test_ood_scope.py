@@ -86,6 +86,25 @@ def test_disallowed_topics_are_read_and_split() -> None:
     assert profile.disallowed() == ["loans", "investments", "mortgages"]
 
 
+def test_a_list_item_with_commas_counts_as_pieces_and_whole() -> None:
+    # The comma may join words that share a head noun, so the item is kept whole as well.
+    profile = profile_from_mapping(
+        {
+            "description": "Language tutor.",
+            "disallowed_topics": "legal, financial or medical translation; doing homework",
+        }
+    )
+    assert profile.disallowed() == [
+        "legal",
+        "financial or medical translation",
+        "doing homework",
+        "legal, financial or medical translation",
+    ]
+    # Without semicolons or line breaks, commas separate a plain list.
+    plain = profile_from_mapping({"description": "Bank help.", "allowed_topics": "cards, fees"})
+    assert plain.topics() == ["cards", "fees"]
+
+
 def test_listed_topics_claim_bank_capabilities_and_widen_the_profile() -> None:
     index = scope_index(CARDS_ONLY)
     table = capability_table()

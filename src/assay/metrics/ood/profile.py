@@ -30,7 +30,11 @@ from assay.schema import RequestValidationError
 SCOPE_KEYS = ("name", "description", "allowed_topics", "examples", "system_prompt")
 #: "You are X, a ... assistant that ..." opens most system prompts: the role in one sentence.
 _ROLE = re.compile(r"\byou are\s+(.{10,400}?)(?:\.\s|\.$|\n)", re.IGNORECASE)
-_LIST_SPLIT = re.compile(r"\s*(?:\n|;|,)\s*")
+#: List items end at line breaks and semicolons. Inside an item a comma mostly separates too
+#: ("cards, balances"), but may join words that share a head noun ("legal, financial or medical
+#: translation"), so such an item counts both ways: as its comma-separated pieces and whole.
+_ITEM_SPLIT = re.compile(r"\s*[\n;]\s*")
+_COMMA_SPLIT = re.compile(r"\s*,\s*")
 # A list of what the application covers, introduced by a colon after a word that says so
 # ("It can help with: a; b; c." / "Answers cooking questions: x, y, z.").
 _HELP_WITH = re.compile(
@@ -107,7 +111,11 @@ class UseCaseProfile:
 
 
 def _split(text: str) -> list[str]:
-    return [part for part in _LIST_SPLIT.split(text) if part]
+    items = [item for item in _ITEM_SPLIT.split(text) if item]
+    pieces = [piece for item in items for piece in _COMMA_SPLIT.split(item) if piece]
+    # A list with no other separator is a plain comma list ("a, b, c"), not one phrase.
+    whole = [item for item in items if "," in item] if len(items) > 1 else []
+    return pieces + whole
 
 
 def _unique(items: list[str]) -> list[str]:
