@@ -90,31 +90,20 @@ def session_options() -> Any:
 def balanced_batches(
     encodings: Sequence[Any], threads: int, most: int
 ) -> list[tuple[npt.NDArray[np.intp], dict[str, npt.NDArray[np.int64]]]]:
-    """Batches of at most `most` rows of similar length, as few as keep `threads` threads busy
-    (a multiple of `threads`), cut so that the costliest (rows × padded width) costs as little
-    as it can; the longest first, so that shorter batches fill in around it."""
+    """Batches of at most `most` rows of similar length, cut so that each costs about the same
+    (rows × padded width) and `threads` threads stay busy to the end; the longest first, so that
+    shorter batches fill in around it."""
     lengths = [len(e.ids) for e in encodings]
-    order = [int(i) for i in np.argsort(lengths, kind="stable")]
-    slots = threads * math.ceil(len(lengths) / (threads * most))
-
-    def cut(budget: int) -> list[list[int]]:
-        groups: list[list[int]] = [[]]
-        for i in order:
-            group = groups[-1]
-            if group and (len(group) >= most or (len(group) + 1) * lengths[i] > budget):
-                groups.append(group := [])
-            group.append(i)
-        return groups
-
-    # The least budget that needs no more batches than slots (the count falls as it grows).
-    low, high = max(lengths), len(lengths) * max(lengths)
-    while low < high:
-        middle = (low + high) // 2
-        if len(cut(middle)) <= slots:
-            high = middle
-        else:
-            low = middle + 1
-    return [(np.array(rows), padded(encodings, rows)) for rows in reversed(cut(low))]
+    order = np.argsort(lengths, kind="stable")
+    rounds = math.ceil(len(lengths) / (threads * most))
+    budget = sum(lengths) / (threads * rounds)
+    groups: list[list[int]] = [[]]
+    for i in order:
+        group = groups[-1]
+        if group and (len(group) >= most or (len(group) + 1) * lengths[i] > budget):
+            groups.append(group := [])
+        group.append(int(i))
+    return [(np.array(rows), padded(encodings, rows)) for rows in reversed(groups)]
 
 
 def padded(encodings: Sequence[Any], rows: Sequence[int]) -> dict[str, npt.NDArray[np.int64]]:
