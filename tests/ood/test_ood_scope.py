@@ -16,7 +16,7 @@ from assay.metrics.ood.capabilities import (
     bank_texts,
     capability_table,
 )
-from assay.metrics.ood.probe_types import ProbeRequest
+from assay.metrics.ood.probe_types import DISALLOWED_TOPIC, ProbeRequest
 from assay.metrics.ood.profile import profile_from_mapping
 from assay.metrics.ood.prompt_sections import read_sections
 from assay.metrics.ood.refusal import refusal_probabilities, without_query
@@ -272,7 +272,7 @@ def test_disallowed_topics_are_probed_through_the_capabilities_they_claim() -> N
     profile = profile_from_mapping({**BANK_HELPER, "disallowed_topics": disallowed})
     table = capability_table()
     claimed = {
-        f"disallowed: {table.capabilities[i].domain}: {table.capabilities[i].name}"
+        f"{DISALLOWED_TOPIC}{table.capabilities[i].domain}: {table.capabilities[i].name}"
         for i in scope_index(profile).disallowed_capabilities
     }
     assert len(claimed) >= 3
@@ -283,7 +283,7 @@ def test_disallowed_topics_are_probed_through_the_capabilities_they_claim() -> N
         for probe in choose_probes(ProbeRequest(profile, 3, anchor=row)).probes
         if probe.kind == "near_domain"
     ]
-    from_disallowed = [p for p in near if p.topic.startswith("disallowed: ")]
+    from_disallowed = [p for p in near if p.topic.startswith(DISALLOWED_TOPIC)]
     # Rows take turns, so one near probe per row covers both sources.
     assert from_disallowed and len(from_disallowed) < len(near)
     # Each row starts the disallowed capabilities at its own place, so rows cover several.

@@ -223,10 +223,11 @@ def test_an_answered_disallowed_probe_is_shown_as_one() -> None:
     results = score_rows_sync(
         rows, {"use_case": profile, "num_ood_queries": 3}, sut=CallableSUT(lambda p: ANSWER)
     )
-    shown = {case.shown_kind for case in summarize(results).failing_cases}
+    summary = summarize(results)
+    shown = {case.shown_kind for case in summary.failing_cases}
     # One near-domain probe per row: rows take turns between disallowed and unlisted topics.
     assert shown == {"near-domain", "near-domain, disallowed", "far-domain"}
     console = Console(record=True, width=200)
-    for table in ood_tables(summarize(results), "run"):
+    for table in ood_tables(summary, "run"):
         console.print(table)
     assert "near-domain, disallowed" in console.export_text()

@@ -99,11 +99,7 @@ def _pools(fields: tuple[tuple[str, str], ...]) -> tuple[_Pool, _Pool]:
                 near_texts.append(text)
                 near_groups.append(f"{prefix}{capability.domain}: {capability.name}")
     # Bank requests: their rows of the capability table, not encoded again.
-    near_vectors = (
-        np.stack([table.vector_of[text] for text in near_texts])
-        if near_texts
-        else np.zeros((0, 384), np.float32)
-    )
+    near_vectors = table.vectors(near_texts, encoder)
     bank = probe_bank()
     near = _pool(index, near_texts, near_groups, near_vectors)
     far = _pool(index, [p.text for p in bank], [p.topic for p in bank], bank_vectors(encoder))

@@ -9,6 +9,7 @@ contrast for other fields. The generator draws near-domain probes from the unlis
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache, cached_property
 
@@ -68,6 +69,15 @@ class CapabilityTable:
         for capability, vector in zip(self.capabilities, self.name_vectors, strict=True):
             found.setdefault(capability.name, vector)
         return found
+
+    def vectors(self, texts: Sequence[str], encoder: CachedEncoder) -> Matrix:
+        """Embeddings of `texts`: a bank text's row of the table, any other text encoded."""
+        if not texts:
+            return np.zeros((0, 384), dtype=np.float32)
+        known = self.vector_of
+        missing = list(dict.fromkeys(t for t in texts if t not in known))
+        fresh = dict(zip(missing, encoder.encode(missing), strict=True)) if missing else {}
+        return np.stack([known[t] if t in known else fresh[t] for t in texts])
 
 
 @cache

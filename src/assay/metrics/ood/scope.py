@@ -71,16 +71,6 @@ def with_request_forms(topics: list[str]) -> list[str]:
     return topics + [form.format(topic) for topic in topics for form in REQUEST_FORMS]
 
 
-def _matrix(encoder: CachedEncoder, table: CapabilityTable, texts: Sequence[str]) -> Matrix:
-    """Embeddings of `texts`: a bank text's row of `table`, any other text encoded."""
-    if not texts:
-        return np.zeros((0, 384), dtype=np.float32)
-    known = table.vector_of
-    missing = list(dict.fromkeys(t for t in texts if t not in known))
-    fresh = dict(zip(missing, encoder.encode(missing), strict=True)) if missing else {}
-    return np.stack([known[t] if t in known else fresh[t] for t in texts])
-
-
 def _claims(
     table: CapabilityTable, vectors: Matrix
 ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64]]:
@@ -169,18 +159,18 @@ def build_index(
     own = with_request_forms(profile.topics()) + profile.examples()
     banned = with_request_forms(profile.disallowed())
     prose = profile.summary_texts()
-    claimed, claim_match = _claims(table, _matrix(encoder, table, own))
+    claimed, claim_match = _claims(table, table.vectors(own, encoder))
     if not own:
         # No list to hold the profile to: its prose stands for the scope, and whole domains
         # that the prose describes count as listed.
         own = prose
-        described = _matrix(encoder, table, prose)
+        described = table.vectors(prose, encoder)
         domain_names = sorted({c.domain_name for c in table.capabilities})
-        fit = (described @ _matrix(encoder, table, domain_names).T).max(axis=0)
+        fit = (described @ table.vectors(domain_names, encoder).T).max(axis=0)
         matched = {name for name, sim in zip(domain_names, fit, strict=True) if sim >= DOMAIN_MIN}
         claimed = np.array([c.domain_name in matched for c in table.capabilities])
         claim_match = claimed.astype(float)
-    forbidden, forbid_match = _claims(table, _matrix(encoder, table, banned))
+    forbidden, forbid_match = _claims(table, table.vectors(banned, encoder))
     # A capability both listed and disallowed goes to whichever it matches better.
     both = claimed & forbidden
     claimed &= ~(both & (forbid_match > claim_match))
@@ -193,14 +183,14 @@ def build_index(
         return [text for i in np.flatnonzero(mask) for text in table.texts_of(int(i))]
 
     listed_texts = list(dict.fromkeys(own + texts(claimed)))
-    listed = _matrix(encoder, table, listed_texts)
+    listed = table.vectors(listed_texts, encoder)
     everyday = bank_vectors(encoder)
     closeness = (everyday @ listed.T).max(axis=1) if len(listed) else np.zeros(len(everyday))
     other = np.vstack(
-        [_matrix(encoder, table, texts(free & ~in_play)), everyday[closeness < BANK_OVERLAP]]
+        [table.vectors(texts(free & ~in_play), encoder), everyday[closeness < BANK_OVERLAP]]
     )
-    unlisted = _matrix(encoder, table, texts(free & in_play))
-    disallowed = _matrix(encoder, table, banned + texts(forbidden))
+    unlisted = table.vectors(texts(free & in_play), encoder)
+    disallowed = table.vectors(banned + texts(forbidden), encoder)
     return ScopeIndex(
         listed=listed,
         unlisted=unlisted,
