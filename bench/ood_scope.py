@@ -35,9 +35,11 @@ from assay.metrics.ood.profile import UseCaseProfile, profile_from_mapping
 from assay.metrics.ood.scope import SCOPE_FEATURES, build_index
 from calibrate import fit, predict
 
-#: Each scope feature's direction in the fit: all raise P(in scope) except a disallowed text
-#: coming closer than every listed one.
-SCOPE_SIGNS = tuple(-1 if name == "disallowed_excess" else 1 for name in SCOPE_FEATURES)
+#: Each scope feature's direction in the fit: all raise P(in scope) except what says the query
+#: is closer to a disallowed topic than to what the profile lists.
+SCOPE_SIGNS = tuple(
+    -1 if name in ("disallowed_excess", "disallowed_word") else 1 for name in SCOPE_FEATURES
+)
 #: In-scope rows weigh this much more than out-of-scope rows in the fit. Chosen by watching the
 #: leave-one-profile-out in-scope recall at 0.5 (weight 1 gave 0.88 on average): a probe is
 #: only used when it is clearly out of scope, so the model should lean towards "in scope".
@@ -169,7 +171,7 @@ def featurize(sets: list[ScopeSet], table: CapabilityTable | None = None) -> Non
     encoder = shared_encoder()
     for scope_set in sets:
         index = build_index(profile_from_mapping(scope_set.profile), encoder, table)
-        rows = index.features(encoder.encode(scope_set.queries))
+        rows = index.features(scope_set.queries, encoder.encode(scope_set.queries))
         scope_set.features = np.array([[row[n] for n in SCOPE_FEATURES] for row in rows])
 
 

@@ -26,6 +26,7 @@ from assay.metrics.ood.scope import (
     in_scope_probabilities,
     scope_features,
     scope_index,
+    word_roots,
 )
 from assay.metrics.ood.vectors import shipped_vectors
 
@@ -166,7 +167,7 @@ def test_a_bank_text_is_never_its_own_reference() -> None:
     request = "How do I activate the card that just arrived?"  # a listed capability's request
     index = scope_index(CARDS_ONLY)
     vector = shared_encoder().encode([request])
-    (features,) = index.features(vector)
+    (features,) = index.features([request], vector)
     assert features["listed_max"] < 0.995
     # Nor does the profile's separator score it with a model fitted on it.
     (full,) = index.separator.scores(vector, np.array([-1]))
@@ -265,6 +266,25 @@ def test_disallowed_excess_is_zero_unless_a_disallowed_text_comes_closer() -> No
     investing, card = scope_features(queries, forbidden)
     assert investing["disallowed_excess"] > 0.0
     assert card["disallowed_excess"] == 0.0
+
+
+def test_word_roots_meet_across_common_endings() -> None:
+    assert word_roots("Translate my booking") == word_roots("translation of bookings")
+    assert word_roots("an exam") != word_roots("an example")
+
+
+def test_disallowed_word_fires_only_on_words_the_listed_texts_do_not_use() -> None:
+    fields = {**BANK_HELPER, "disallowed_topics": "card replacement fees; mortgage advice"}
+    queries = [
+        "What will I pay in fees for a new one?",  # "fees": disallowed only
+        "Is my mortgage rate going up?",  # "mortgage": disallowed only
+        "How do I activate my card?",  # "card" is listed too ("card activation")
+    ]
+    fees, mortgage, card = scope_features(queries, profile_from_mapping(fields))
+    assert fees["disallowed_word"] == mortgage["disallowed_word"] == 1.0
+    assert card["disallowed_word"] == 0.0
+    plain = scope_features(queries, profile_from_mapping(BANK_HELPER))
+    assert [f["disallowed_word"] for f in plain] == [0.0, 0.0, 0.0]
 
 
 def test_disallowed_topics_are_probed_through_the_capabilities_they_claim() -> None:

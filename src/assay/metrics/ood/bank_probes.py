@@ -76,7 +76,7 @@ class _Pool:
 def _pool(index: ScopeIndex, texts: list[str], groups: list[str], vectors: np.ndarray) -> _Pool:
     if not texts:
         return _Pool((), (), vectors, np.zeros(0), ())
-    features = index.features(vectors)
+    features = index.features(texts, vectors)
     closeness = np.array([f["listed_max"] for f in features])
     in_scope = tuple(scope_probabilities(features))
     return _Pool(tuple(texts), tuple(groups), vectors, closeness, in_scope)

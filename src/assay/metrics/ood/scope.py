@@ -15,9 +15,10 @@ A profile is turned into four sets of reference texts (`ScopeIndex`), using the 
 
 A query's features compare its best match among the listed texts with its best match in the
 unlisted and other sets, say how much closer it comes to a disallowed text than to any listed one
-(0 when it does not, or when the profile disallows nothing), count how many of its nearest
-references are listed, and read the profile's own linear separator of listed and contrast texts
-(`separator.py`). A logistic model fitted
+(0 when it does not, or when the profile disallows nothing), say whether it uses a word that only
+the disallowed topics use ("Do my French homework" against "doing homework"), count how many of
+its nearest references are listed, and read the profile's own linear separator of listed and
+contrast texts (`separator.py`). A logistic model fitted
 by `bench/ood.py` (stored in `calibration.json`) turns them into P(in scope). A text that is
 (almost) the query itself is never used as its reference, so bank questions can be scored too.
 """
@@ -33,6 +34,7 @@ import numpy.typing as npt
 
 from assay.judges.embedded.embedding_cache import CachedEncoder, shared_encoder
 from assay.judges.embedded.encoder import Matrix
+from assay.judges.embedded.text import content_words
 from assay.metrics.ood.bank import bank_vectors
 from assay.metrics.ood.calibration import load_model
 from assay.metrics.ood.capabilities import CapabilityTable, capability_table
@@ -44,6 +46,7 @@ SCOPE_FEATURES = (
     "margin_unlisted",
     "margin_other",
     "disallowed_excess",
+    "disallowed_word",
     "neighbour_share",
     "separator",
 )
@@ -64,6 +67,26 @@ IN_SCOPE_THRESHOLD = 0.5
 #: Topics are noun phrases ("pronunciation tips"), queries are requests: each topic is also
 #: embedded in these request forms, which sit closer to how users ask (figures in bench/RESULTS.md).
 REQUEST_FORMS = ("Can you help me with {}?", "I have a question about {}.")
+
+
+#: Endings taken off a word before comparing ("booking" with "book", "hotels" with "hotel").
+_ENDINGS = ("ing", "ed", "ly", "es", "s")
+
+
+def word_roots(text: str) -> frozenset[str]:
+    """The content words of `text`, without common endings and cut to five letters, so that
+    "translate" meets "translation" and "bookings" meets "book"."""
+    roots = set()
+    for word in content_words(text):
+        stripped = True
+        while stripped:
+            stripped = False
+            for ending in _ENDINGS:
+                if word.endswith(ending) and len(word) - len(ending) >= 3:
+                    word, stripped = word[: -len(ending)], True
+                    break
+        roots.add(word[:5])
+    return frozenset(roots)
 
 
 def with_request_forms(topics: list[str]) -> list[str]:
@@ -102,6 +125,8 @@ class ScopeIndex:
     disallowed_capabilities: indices of the capabilities its disallowed topics claim.
     domains: the capability-bank domains the profile claimed from.
     separator: the linear model of listed against all contrast texts.
+    disallowed_words: word roots of the disallowed topics that neither the listed texts nor the
+        profile's prose use.
     """
 
     listed: Matrix
@@ -114,9 +139,10 @@ class ScopeIndex:
     disallowed_capabilities: tuple[int, ...]
     domains: frozenset[str]
     separator: Separator
+    disallowed_words: frozenset[str]
 
-    def features(self, query_vectors: Matrix) -> list[dict[str, float]]:
-        """Named scope features for each query embedding (rows of `query_vectors`)."""
+    def features(self, queries: Sequence[str], query_vectors: Matrix) -> list[dict[str, float]]:
+        """Named scope features for each query, given its embedding (rows of `query_vectors`)."""
         sets = [self.listed, self.unlisted, self.disallowed, self.other]
         every = np.concatenate([query_vectors @ vectors.T for vectors in sets], axis=1)
         # The separator numbers its references in this order; a query that is one of them is
@@ -139,10 +165,11 @@ class ScopeIndex:
                 # Not a margin like the two above: most profiles disallow nothing, and a
                 # margin to an empty set would only repeat listed_max.
                 "disallowed_excess": max(0.0, float(disallowed[i] - listed[i])),
+                "disallowed_word": float(bool(word_roots(query) & self.disallowed_words)),
                 "neighbour_share": float(share[i]),
                 "separator": float(separated[i]),
             }
-            for i in range(len(query_vectors))
+            for i, query in enumerate(queries)
         ]
 
 
@@ -191,6 +218,9 @@ def build_index(
     )
     unlisted = table.vectors(texts(free & in_play), encoder)
     disallowed = table.vectors(banned + texts(forbidden), encoder)
+    # Words the profile uses for what it does (its prose too) are not disallowed-only.
+    listed_words = frozenset().union(*map(word_roots, listed_texts + prose))
+    disallowed_words = frozenset().union(*map(word_roots, profile.disallowed())) - listed_words
     return ScopeIndex(
         listed=listed,
         unlisted=unlisted,
@@ -202,6 +232,7 @@ def build_index(
         disallowed_capabilities=tuple(int(i) for i in np.flatnonzero(forbidden)),
         domains=domains,
         separator=Separator.fit(listed, np.vstack([unlisted, disallowed, other])),
+        disallowed_words=disallowed_words,
     )
 
 
@@ -233,7 +264,7 @@ def scope_features(
         return []
     if query_vectors is None:
         query_vectors = encoder.encode(list(queries))
-    return scope_index(profile, encoder).features(query_vectors)
+    return scope_index(profile, encoder).features(queries, query_vectors)
 
 
 def in_scope_probabilities(
