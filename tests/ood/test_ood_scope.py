@@ -5,6 +5,7 @@ rejections and soft refusals as refusals, and apologetic answers as answers."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from chatbot import BANK_PROFILE, no_llm_env  # noqa: F401 - autouse fixture
 
 from assay.judges.embedded.embedding_cache import shared_encoder
@@ -168,6 +169,8 @@ def test_a_bank_text_is_never_its_own_reference() -> None:
     index = scope_index(CARDS_ONLY)
     vector = shared_encoder().encode([request])
     (features,) = index.features([request], vector)
+    with pytest.raises(ValueError, match="1 queries but 2 query vectors"):
+        index.features([request], np.vstack([vector, vector]))
     assert features["listed_max"] < 0.995
     # Nor does the profile's separator score it with a model fitted on it.
     (full,) = index.separator.scores(vector, np.array([-1]))

@@ -143,6 +143,8 @@ class ScopeIndex:
 
     def features(self, queries: Sequence[str], query_vectors: Matrix) -> list[dict[str, float]]:
         """Named scope features for each query, given its embedding (rows of `query_vectors`)."""
+        if len(queries) != len(query_vectors):
+            raise ValueError(f"{len(queries)} queries but {len(query_vectors)} query vectors")
         sets = [self.listed, self.unlisted, self.disallowed, self.other]
         every = np.concatenate([query_vectors @ vectors.T for vectors in sets], axis=1)
         # The separator numbers its references in this order; a query that is one of them is
