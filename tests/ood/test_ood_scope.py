@@ -9,6 +9,7 @@ import pytest
 from chatbot import BANK_PROFILE, no_llm_env  # noqa: F401 - autouse fixture
 
 from assay.judges.embedded.embedding_cache import shared_encoder
+from assay.judges.embedded.text import word_roots
 from assay.metrics.ood.bank import probe_bank
 from assay.metrics.ood.bank_probes import PROBE_MAX_IN_SCOPE, choose_probes
 from assay.metrics.ood.capabilities import (
@@ -27,7 +28,6 @@ from assay.metrics.ood.scope import (
     in_scope_probabilities,
     scope_features,
     scope_index,
-    word_roots,
 )
 from assay.metrics.ood.vectors import shipped_vectors
 
@@ -169,8 +169,6 @@ def test_a_bank_text_is_never_its_own_reference() -> None:
     index = scope_index(CARDS_ONLY)
     vector = shared_encoder().encode([request])
     (features,) = index.features([request], vector)
-    with pytest.raises(ValueError, match="1 queries but 2 query vectors"):
-        index.features([request], np.vstack([vector, vector]))
     assert features["listed_max"] < 0.995
     # Nor does the profile's separator score it with a model fitted on it.
     (full,) = index.separator.scores(vector, np.array([-1]))
@@ -269,6 +267,13 @@ def test_disallowed_excess_is_zero_unless_a_disallowed_text_comes_closer() -> No
     investing, card = scope_features(queries, forbidden)
     assert investing["disallowed_excess"] > 0.0
     assert card["disallowed_excess"] == 0.0
+
+
+def test_features_refuse_queries_and_vectors_of_different_lengths() -> None:
+    request = "How do I activate the card that just arrived?"
+    vector = shared_encoder().encode([request])
+    with pytest.raises(ValueError, match="1 queries but 2 query vectors"):
+        scope_index(CARDS_ONLY).features([request], np.vstack([vector, vector]))
 
 
 def test_word_roots_meet_across_common_endings() -> None:

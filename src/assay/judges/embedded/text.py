@@ -89,6 +89,21 @@ def word_stems(text: str) -> set[str]:
     return {w[:5] for w in content_words(text)}
 
 
+#: A word and a common ending, the word keeping at least three letters ("booking" → "book").
+_ENDING = re.compile(r"(.{3,}?)(?:ing|ed|ly|es|s)")
+
+
+def word_roots(text: str) -> frozenset[str]:
+    """Like `word_stems`, but with common endings taken off first, as often as they occur, so
+    that "bookings" meets "book" (which `word_stems` cuts to "booki" and "book")."""
+    roots = set()
+    for word in content_words(text):
+        while ending := _ENDING.fullmatch(word):
+            word = ending.group(1)
+        roots.add(word[:5])
+    return frozenset(roots)
+
+
 _FIRST_PERSON = re.compile(r"\b(?:I|I'm|I've|I'd|me|my|mine)\b")
 
 

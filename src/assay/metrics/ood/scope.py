@@ -34,7 +34,7 @@ import numpy.typing as npt
 
 from assay.judges.embedded.embedding_cache import CachedEncoder, shared_encoder
 from assay.judges.embedded.encoder import Matrix
-from assay.judges.embedded.text import content_words
+from assay.judges.embedded.text import word_roots
 from assay.metrics.ood.bank import bank_vectors
 from assay.metrics.ood.calibration import load_model
 from assay.metrics.ood.capabilities import CapabilityTable, capability_table
@@ -67,26 +67,6 @@ IN_SCOPE_THRESHOLD = 0.5
 #: Topics are noun phrases ("pronunciation tips"), queries are requests: each topic is also
 #: embedded in these request forms, which sit closer to how users ask (figures in bench/RESULTS.md).
 REQUEST_FORMS = ("Can you help me with {}?", "I have a question about {}.")
-
-
-#: Endings taken off a word before comparing ("booking" with "book", "hotels" with "hotel").
-_ENDINGS = ("ing", "ed", "ly", "es", "s")
-
-
-def word_roots(text: str) -> frozenset[str]:
-    """The content words of `text`, without common endings and cut to five letters, so that
-    "translate" meets "translation" and "bookings" meets "book"."""
-    roots = set()
-    for word in content_words(text):
-        stripped = True
-        while stripped:
-            stripped = False
-            for ending in _ENDINGS:
-                if word.endswith(ending) and len(word) - len(ending) >= 3:
-                    word, stripped = word[: -len(ending)], True
-                    break
-        roots.add(word[:5])
-    return frozenset(roots)
 
 
 def with_request_forms(topics: list[str]) -> list[str]:
@@ -186,7 +166,8 @@ def build_index(
     """
     table = table or capability_table(encoder)
     own = with_request_forms(profile.topics()) + profile.examples()
-    banned = with_request_forms(profile.disallowed())
+    disallowed_topics = profile.disallowed()
+    banned = with_request_forms(disallowed_topics)
     prose = profile.summary_texts()
     claimed, claim_match = _claims(table, table.vectors(own, encoder))
     if not own:
@@ -222,7 +203,7 @@ def build_index(
     disallowed = table.vectors(banned + texts(forbidden), encoder)
     # Words the profile uses for what it does (its prose too) are not disallowed-only.
     listed_words = frozenset().union(*map(word_roots, listed_texts + prose))
-    disallowed_words = frozenset().union(*map(word_roots, profile.disallowed())) - listed_words
+    disallowed_words = frozenset().union(*map(word_roots, disallowed_topics)) - listed_words
     return ScopeIndex(
         listed=listed,
         unlisted=unlisted,
