@@ -76,8 +76,8 @@ bench: setup-bench
 	$(BIN)/python bench/speed.py
 
 # Training the agreement model (a cross-encoder) needs CPU torch and transformers: a venv of its
-# own, never part of `make run` or `make test`. Two models cross-fitted on halves of the dev folds
-# give the benchmarks their out-of-fold features; the third, on all folds, is the shipped one.
+# own, never part of `make run` or `make test`. Five models, each trained on four of the five dev
+# folds, give the benchmarks their out-of-fold features; the sixth, on all folds, is the shipped one.
 TRAIN_VENV := .venv-train
 MODELS := bench/.cache/models
 
@@ -91,10 +91,10 @@ setup-train: $(TRAIN_VENV)/bin/python
 
 train-agreement: setup-train
 	mkdir -p $(MODELS)
-	cd bench && ../$(TRAIN_VENV)/bin/python train_agreement.py --folds 2,3,4 --out .cache/models/agreement-folds234.onnx
-	cd bench && ../$(TRAIN_VENV)/bin/python pack_agreement.py .cache/models/agreement-folds234.onnx --out-dir models/folds234
-	cd bench && ../$(TRAIN_VENV)/bin/python train_agreement.py --folds 0,1 --out .cache/models/agreement-folds01.onnx
-	cd bench && ../$(TRAIN_VENV)/bin/python pack_agreement.py .cache/models/agreement-folds01.onnx --out-dir models/folds01
+	cd bench && for folds in 1234 0234 0134 0124 0123; do \
+		../$(TRAIN_VENV)/bin/python train_agreement.py --folds $$(echo $$folds | sed 's/./&,/g; s/,$$//') --out .cache/models/agreement-folds$$folds.onnx && \
+		../$(TRAIN_VENV)/bin/python pack_agreement.py .cache/models/agreement-folds$$folds.onnx --out-dir models/folds$$folds || exit 1; \
+	done
 	cd bench && ../$(TRAIN_VENV)/bin/python train_agreement.py --folds 0,1,2,3,4 --out .cache/models/agreement-all.onnx
 	cd bench && ../$(TRAIN_VENV)/bin/python pack_agreement.py .cache/models/agreement-all.onnx
 

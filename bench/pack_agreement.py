@@ -13,9 +13,9 @@ script checks that it does, and prints the two sha256 values to pin in `agreemen
 
     .venv-train/bin/python bench/pack_agreement.py bench/.cache/models/agreement-all.onnx
 
-The two cross-fitted models the benchmarks read (see `bench/calibrate.py`) are packed the same
-way into `bench/models/folds01/` and `bench/models/folds234/` (`--out-dir`), so that the
-out-of-fold figures can be rerun without training.
+The five cross-fitted models the benchmarks read (see `bench/calibrate.py`) are packed the same
+way into `bench/models/folds1234/` … `bench/models/folds0123/` (`--out-dir`; each named by the
+folds it was trained on), so that the out-of-fold figures can be rerun without training.
 """
 
 from __future__ import annotations
