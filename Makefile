@@ -91,9 +91,10 @@ setup-train: $(TRAIN_VENV)/bin/python
 
 train-agreement: setup-train
 	mkdir -p $(MODELS)
-	cd bench && for folds in 1234 0234 0134 0124 0123; do \
-		../$(TRAIN_VENV)/bin/python train_agreement.py --folds $$(echo $$folds | sed 's/./&,/g; s/,$$//') --out .cache/models/agreement-folds$$folds.onnx && \
-		../$(TRAIN_VENV)/bin/python pack_agreement.py .cache/models/agreement-folds$$folds.onnx --out-dir models/folds$$folds || exit 1; \
+	cd bench && for folds in 1,2,3,4 0,2,3,4 0,1,3,4 0,1,2,4 0,1,2,3; do \
+		name=folds$$(echo $$folds | tr -d ,); \
+		../$(TRAIN_VENV)/bin/python train_agreement.py --folds $$folds --out .cache/models/agreement-$$name.onnx && \
+		../$(TRAIN_VENV)/bin/python pack_agreement.py .cache/models/agreement-$$name.onnx --out-dir models/$$name || exit 1; \
 	done
 	cd bench && ../$(TRAIN_VENV)/bin/python train_agreement.py --folds 0,1,2,3,4 --out .cache/models/agreement-all.onnx
 	cd bench && ../$(TRAIN_VENV)/bin/python pack_agreement.py .cache/models/agreement-all.onnx
