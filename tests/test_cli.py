@@ -202,7 +202,7 @@ def test_run_scores_a_file_reports_failed_rows_and_exits_3(tmp_path: Path) -> No
     assert [line["row"] for line in lines] == [1, 2, 3]
     assert "output_relevance" in lines[0] and "completeness" in lines[0]
     assert lines[2]["error"]["field"] == "generated_text"
-    assert "2 of 3 rows failed" in result.stdout
+    assert "2 of 3 rows were not scored (2 rejected)" in result.stdout
     assert "output_relevance" in result.stdout and "mean score" in result.stdout
     summary = json.loads((tmp_path / "rows.scored.jsonl.summary.json").read_text("utf-8"))
     assert summary["rows"] == 3 and summary["rows_failed"] == 2

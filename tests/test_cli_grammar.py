@@ -82,6 +82,16 @@ def test_help_reads_whole_at_80_columns(words: list[str]) -> None:
             assert " ".join(option.help.split()) in flat  # type: ignore[attr-defined]
 
 
+@pytest.mark.parametrize("words", COMMANDS, ids=lambda words: " ".join(words) or "assay")
+def test_no_help_line_is_cut_short_at_80_columns(words: list[str]) -> None:
+    result = runner.invoke(app, [*words, "--help"], env={"COLUMNS": "80"})
+
+    assert result.exit_code == 0
+    lines = [line for line in result.stdout.splitlines() if not line.startswith("Usage:")]
+    cut = [line for line in lines if line.rstrip().endswith("...")]
+    assert not cut, cut
+
+
 def test_run_help_keeps_the_llm_settings_whole_at_80_columns() -> None:
     result = runner.invoke(app, ["run", "--help"], env={"COLUMNS": "80"})
 

@@ -114,6 +114,21 @@ def test_gold_labels_per_scorer_and_unreadable_ones_are_counted_not_guessed() ->
     assert tally.unreadable_example == "'maybe'"
 
 
+def test_a_rows_unreadable_label_counts_once_whatever_the_number_of_scorers() -> None:
+    both = {"output_relevance": {"score": 1.0}, "completeness": {"score": 0.5}}
+    lines = [
+        {"row": 1, "verdict": "maybe", **both},
+        {"row": 2, "verdict": "yes", **both},
+        {"row": 3, "verdict": {"output_relevance": "?", "completeness": "??"}, **both},
+    ]
+
+    tally = collect(lines, "verdict")
+
+    # Row 1's one label for both scorers, and row 3's two labels, one per scorer.
+    assert tally.unreadable_labels == 3
+    assert tally.labelled_results == 2
+
+
 def test_an_explicit_label_column_is_the_only_one_read() -> None:
     lines = [
         {

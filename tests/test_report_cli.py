@@ -237,6 +237,20 @@ def test_a_missing_or_unreadable_output_is_a_clear_error(tmp_path: Path) -> None
     assert not (tmp_path / "broken.report.html").exists()
 
 
+def test_an_empty_or_csv_output_is_unusable_and_named_as_the_argument(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("", encoding="utf-8")
+    table = tmp_path / "rows.csv"
+    table.write_text("a,b\n1,2\n", encoding="utf-8")
+    nothing, not_an_output = assay("report", str(empty)), assay("report", str(table))
+
+    assert nothing.returncode == 2
+    assert nothing.stderr.strip() == f"error: OUTPUT: {empty} holds no rows to report on"
+    assert not (tmp_path / "empty.report.html").exists()
+    assert not_an_output.returncode == 2
+    assert not_an_output.stderr.startswith("error: OUTPUT: unsupported output type '.csv'")
+
+
 def test_a_parquet_output_reports_the_same_numbers_as_its_jsonl(
     scored: Path, tmp_path: Path
 ) -> None:

@@ -178,6 +178,33 @@ def test_exit_code_and_junit_always_agree(
         assert "1 of 2 rows errored" in one_error_line(result)
 
 
+def test_the_summary_says_why_rows_were_not_scored(tmp_path: Path) -> None:
+    rows = [*rows_with(["slow answer", "another"]), {"id": "bad", "user_query": "Hi?"}]
+    data = write_jsonl(tmp_path / "rows.jsonl", rows)
+
+    result = assay(
+        "run", str(data), "--judge", "slow", "--row-timeout", "0.05", "--batch-size", "1",
+        env={"ASSAY_TEST_JUDGE_DELAY": "1"},
+    )  # fmt: skip
+
+    assert result.returncode == 3, result.stderr
+    assert "3 of 3 rows were not scored (2 timed out, 1 rejected)" in result.stdout
+
+
+def test_the_map_hint_feeds_every_detector_the_file_can_feed(tmp_path: Path) -> None:
+    # With a context column, mapping the answer alone would run completeness only: the hint
+    # also maps the question, so output_relevance runs too.
+    data = tmp_path / "qac.csv"
+    data.write_text("question,answer,context\nWhat?,An answer.,A context.\n", encoding="utf-8")
+
+    result = assay("run", str(data), "--judge", "light")
+
+    assert result.returncode == 2
+    line = one_error_line(result)
+    assert "missing: generated_text (" in line
+    assert line.endswith("try --map generated_text=answer --map user_query=question")
+
+
 def test_a_gate_counts_errored_rows_as_failures(tmp_path: Path) -> None:
     # The light judge scores "fine answer" 1.0 on output_relevance; one row of two errors, so
     # the gate sees 0.5: above 0.5 it fails, though the mean of the scored rows is 1.0.

@@ -106,6 +106,13 @@ def test_csv_rows_are_scored_like_jsonl(tmp_path: Path) -> None:
     assert (tmp_path / "scored" / "out.jsonl.summary.json").is_file()
 
 
+def test_run_file_takes_paths_as_strings_too(tmp_path: Path) -> None:
+    data = write_jsonl(tmp_path / "rows.jsonl", [EGGS])
+    summary = run_file(str(data), str(tmp_path / "out.jsonl"), detectors=["output_relevance"])
+    assert summary.rows == 1 and summary.output_path == str(tmp_path / "out.jsonl")
+    assert (tmp_path / "out.jsonl").is_file()
+
+
 def test_csv_context_cell_holding_a_json_list_is_a_list(tmp_path: Path) -> None:
     data = tmp_path / "rows.csv"
     with data.open("w", newline="", encoding="utf-8") as handle:
@@ -115,6 +122,7 @@ def test_csv_context_cell_holding_a_json_list_is_a_list(tmp_path: Path) -> None:
         writer.writerow(["text", "just one document", "answer", ""])
         writer.writerow(["bracket", "[not json", "answer", '{"completeness": {"explain": true}}'])
         writer.writerow(["object", '{"a": 1}', "answer", ""])
+        writer.writerow(["years", "[2020, 2021]", "answer", ""])
 
     rows = dict(read_rows(data))
 
@@ -131,6 +139,8 @@ def test_csv_context_cell_holding_a_json_list_is_a_list(tmp_path: Path) -> None:
         "config": {"completeness": {"explain": True}},
     }
     assert rows[4] == {"id": "object", "context": '{"a": 1}', "generated_text": "answer"}
+    # A JSON list of anything but strings is not a list of documents: it stays one text.
+    assert rows[5] == {"id": "years", "context": "[2020, 2021]", "generated_text": "answer"}
 
 
 def test_bad_rows_are_reported_in_place_and_the_rest_are_scored(tmp_path: Path) -> None:

@@ -190,6 +190,29 @@ def test_bad_column_map_names_the_option(tmp_path: Path) -> None:
     assert "--map" in result.stderr and "FIELD=COLUMN" in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("empty.jsonl", ""),
+        ("blank.jsonl", "\n \n"),
+        ("empty.csv", ""),
+        ("header.csv", "user_query,generated_text\n"),
+    ],
+)
+def test_an_input_without_rows_is_unusable(tmp_path: Path, name: str, text: str) -> None:
+    data = tmp_path / name
+    data.write_text(text, encoding="utf-8")
+    result = subprocess.run(
+        [*WITH_TEST_JUDGES, "run", str(data), "--out", str(tmp_path / "out.jsonl")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"error: FILE: {data} holds no rows to score"
+    assert not (tmp_path / "out.jsonl").exists()
+
+
 def test_summary_has_interval_histogram_and_errors_by_kind(tmp_path: Path) -> None:
     rows = [*ROWS, {"id": "bad", "generated_text": ["not", "text"]}]
     summary = run_file(write_dataset(tmp_path / "rows.jsonl", rows), tmp_path / "out.jsonl")

@@ -146,17 +146,22 @@ def test_values_json_has_no_type_for_are_written_as_text(tmp_path: Path) -> None
 def test_a_csv_row_that_is_not_utf8_is_one_bad_row(tmp_path: Path) -> None:
     data = tmp_path / "rows.csv"
     data.write_bytes(
-        b"id,user_query,generated_text\n"
-        b"a,How long is the return window?,Returns within 30 days.\n"
-        b"b,How long is the return window?,Returns \xff\xfe within 30 days.\n"
-        b"c,How long is the return window?,Thirty days from delivery.\n"
+        b"id,user_query,generated_text,team\n"
+        b"a,How long is the return window?,Returns within 30 days.,x\n"
+        b"b,How long is the return window?,Returns \xff\xfe within 30 days.,y\n"
+        b"c,How long is the return window?,Thirty days from delivery.,z\n"
+        b"d\xff,How long is the return window?,Thirty days.,w\n"
     )
     run_file(data, tmp_path / "out.jsonl")
     lines = list(iter_output_lines(tmp_path / "out.jsonl"))
-    assert [line["row"] for line in lines] == [1, 2, 3]
+    assert [line["row"] for line in lines] == [1, 2, 3, 4]
     assert lines[1]["error"]["field"] == "generated_text"
     assert lines[1]["error"]["message"] == "is not valid UTF-8 text"
     assert "output_relevance" in lines[0] and "output_relevance" in lines[2]
+    # The bad row keeps its other columns, so it can be found by its id; a bad byte in a
+    # carried-through column is written as U+FFFD.
+    assert (lines[1]["id"], lines[1]["team"]) == ("b", "y")
+    assert lines[3]["error"]["field"] == "id" and lines[3]["id"] == "d\ufffd"
 
 
 class _RaisesOnPoison(Judge):

@@ -11,12 +11,24 @@ from pathlib import Path
 import pytest
 
 from assay.runner import RunOptions, iter_output_lines, run_file
-from assay.runner.ray_engine import INSTALL_HINT, run_file_ray_async
+from assay.runner.io import UnreadableRow
+from assay.runner.ray_engine import INSTALL_HINT, _decode_row, _encode_row, run_file_ray_async
 from assay.runner.rows import DetectorScorer
 from assay.schema import RequestValidationError
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "rag_rows.jsonl"
 ASSAY_BIN = Path(sys.executable).with_name("assay")
+
+
+def test_an_unreadable_row_keeps_its_columns_on_the_way_to_the_actors() -> None:
+    bad = UnreadableRow("generated_text", "is not valid UTF-8 text", {"id": "b\udcff"})
+    decoded = _decode_row(_encode_row(bad))
+    assert isinstance(decoded, UnreadableRow)
+    assert (decoded.field, decoded.message, decoded.fields) == (
+        "generated_text",
+        "is not valid UTF-8 text",
+        {"id": "b\udcff"},
+    )
 
 
 def test_ray_engine_gives_the_local_engines_records_and_summary(tmp_path: Path) -> None:

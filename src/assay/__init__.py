@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         NotFoundError,
         PermissionDeniedError,
         RateLimitError,
+        UnprocessableEntityError,
     )
 
 __version__ = "0.1.0"
@@ -53,6 +54,7 @@ _TRANSPORT_NAMES = (
     "NotFoundError",
     "PermissionDeniedError",
     "RateLimitError",
+    "UnprocessableEntityError",
 )
 _SCHEMA_NAMES = ("AssayError", "DetectorFailed", "RequestValidationError")
 _LAZY: dict[str, str] = {
@@ -83,6 +85,7 @@ __all__ = [
     "PermissionDeniedError",
     "RateLimitError",
     "RequestValidationError",
+    "UnprocessableEntityError",
     "__version__",
     "detect",
 ]

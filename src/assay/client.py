@@ -68,6 +68,7 @@ logger = logging.getLogger(__name__)
 
 #: Environment variables naming the server, in order of precedence.
 BASE_URL_ENV_VARS = ("ASSAY_BASE_URL", "CLIENT_BASE_URL")
+API_KEY_ENV = "ASSAY_API_KEY"
 DETECT_PATH = "/v2/detect"
 JOBS_PATH = "/v1/jobs/"
 #: The acknowledgement an accepted async item gets (the server's words).
@@ -124,6 +125,12 @@ def resolve_base_url(base_url: str | None) -> str | None:
     return None
 
 
+def env_auth_header() -> str | None:
+    """`Bearer $ASSAY_API_KEY` when that is set (as the CLI and the TypeScript client read it)."""
+    key = os.environ.get(API_KEY_ENV, "").strip()
+    return f"Bearer {key}" if key else None
+
+
 # --- clients ------------------------------------------------------------------------------------
 
 
@@ -143,7 +150,7 @@ class _ClientBase:
             raise ValueError(f"timeout must be positive seconds, got {timeout!r}")
         if max_retries < 0:
             raise ValueError(f"max_retries must be 0 or more, got {max_retries!r}")
-        self.auth_header = auth_header
+        self.auth_header = auth_header if auth_header is not None else env_auth_header()
         self.base_url = resolve_base_url(base_url)
         self.timeout = timeout
         self.max_retries = max_retries
@@ -292,8 +299,8 @@ class Client(_ClientBase):
     """Synchronous client. `client.inference.detect(body=[...])` returns one
     `DetectResponseItem` per request item.
 
-    auth_header: sent verbatim as the `Authorization` header (e.g. "Bearer <key>"); unused
-        in-process.
+    auth_header: sent verbatim as the `Authorization` header (e.g. "Bearer <key>"); default
+        `Bearer $ASSAY_API_KEY` when that is set; unused in-process.
     base_url: the server (e.g. "http://127.0.0.1:8000"); default `$ASSAY_BASE_URL`, else
         `$CLIENT_BASE_URL`; with none, detection runs in this process.
     timeout: seconds to wait for each HTTP request.

@@ -46,8 +46,11 @@ class DetectResult:
     def __repr__(self) -> str:
         # Scores only: the full response (every instruction and explanation) is tens of lines;
         # `json.dumps(result.detect_response, indent=2)` shows it.
+        # An async job's response holds its own `status`, which is already shown first.
         scores = ", ".join(
-            f"{name}={short_result(value)}" for name, value in self.detect_response.items()
+            f"{name}={short_result(value)}"
+            for name, value in self.detect_response.items()
+            if name != "status"
         )
         published = f", publish_response={self.publish_response!r}" if self.publish_response else ""
         return f"DetectResult(status={self.status}, {scores}{published})"

@@ -46,6 +46,10 @@ class BadRequestError(APIError):
     """400 or 422: the server rejected the request items."""
 
 
+class UnprocessableEntityError(BadRequestError):
+    """422: the request items are malformed (AIMon's SDK raises the same name)."""
+
+
 class AuthenticationError(APIError):
     """401: missing or invalid credentials."""
 
@@ -79,7 +83,7 @@ _ERRORS_BY_STATUS: dict[int, type[APIError]] = {
     401: AuthenticationError,
     403: PermissionDeniedError,
     404: NotFoundError,
-    422: BadRequestError,
+    422: UnprocessableEntityError,
     429: RateLimitError,
 }
 

@@ -210,7 +210,7 @@ def test_a_batch_sent_twice_is_stored_once(live_server: LiveServer) -> None:
             "/v1/applications/nightly/detections",
             {"model_name": "m1", "run_id": "r", "items": [published_item("1", "toxicity")]},
             422,
-            "items.0.results.toxicity: unknown detector",
+            "items[0].results.toxicity: unknown detector",
         ),
         (
             "/v1/applications/nightly/detections",
@@ -222,7 +222,17 @@ def test_a_batch_sent_twice_is_stored_once(live_server: LiveServer) -> None:
             "/v1/applications/nightly/detections",
             {"model_name": "m1", "run_id": "r", "items": [{"key": "1", "results": {}}]},
             422,
-            "items.0.generated_text",
+            "items[0].generated_text",
+        ),
+        (
+            "/v1/applications/nightly/detections",
+            {
+                "model_name": "m1",
+                "run_id": "r",
+                "items": [{"key": "1", "generated_text": "x", "results": {"output_relevance": {}}}],
+            },
+            422,
+            "items[0].results.output_relevance.instructions_list: Field required",
         ),
         (
             "/v1/applications/bad%20app/detections",
@@ -241,7 +251,14 @@ def test_a_batch_sent_twice_is_stored_once(live_server: LiveServer) -> None:
             "items: 3 items; the limit is 2",
         ),
     ],
-    ids=["unknown-detector", "bad-model", "missing-text", "bad-application", "too-many"],
+    ids=[
+        "unknown-detector",
+        "bad-model",
+        "missing-text",
+        "bad-result",
+        "bad-application",
+        "too-many",
+    ],
 )
 def test_a_bad_publish_body_is_a_4xx_naming_the_field(
     make_server: ServerFactory, path: str, body: dict[str, Any], status: int, message: str

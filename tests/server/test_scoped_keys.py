@@ -105,6 +105,18 @@ def test_keys_file_format() -> None:
     assert keys.scoped == {"team-a": {"shop", "shop-eu"}, "team-b": {"bank"}}
 
 
+def test_the_readmes_keys_file_parses() -> None:
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    block = readme.split("**Scoped keys.**")[1].split("```text\n")[1].split("```")[0]
+    keys = parse_keys_file(block, "README")
+    assert keys.admin == {"ops-key-7f3a", "ops-key-91bc"}
+    assert keys.scoped == {"team-a-key-2c": {"shop", "shop-eu"}, "team-b-key-e4": {"bank"}}
+
+
+def test_a_hash_inside_a_key_is_part_of_it() -> None:
+    assert parse_keys_file("key#1  shop  # team a\n").scoped == {"key#1": {"shop"}}
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [

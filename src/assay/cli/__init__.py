@@ -65,9 +65,16 @@ def _root(
 # In the order a user meets them: see what is judged, judge one response, a dataset, look at
 # the results, share them, then the metrics.
 app.command("detectors")(detect.detectors_command)
-app.command("detect")(detect.detect_command)
+# A short_help where the docstring's first sentence would be cut at 80 columns.
+app.command("detect", short_help="Score one response and explain each instruction.")(
+    detect.detect_command
+)
 app.command("run")(run.run_command)
-app.command("report")(report.report_command)
+app.command("report", short_help="Report on a run's output: HTML page, tables, CI gates.")(
+    report.report_command
+)
 app.command("serve")(serve.serve_command)
 app.add_typer(metrics.metrics_app, name="metrics")
-app.command("ood")(ood.ood_command)
+app.command("ood", short_help="Probe a live system with in- and out-of-domain questions.")(
+    ood.ood_command
+)

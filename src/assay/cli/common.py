@@ -101,12 +101,13 @@ def _error_line(message: str) -> None:
 
 
 def option_label(field: str, options: Mapping[str, str]) -> str:
-    """`generated_text` -> `--response (generated_text)`; unknown names stay as they are."""
+    """`generated_text` -> `--response (generated_text)`; unknown names stay as they are, and a
+    positional argument (`OUTPUT`) replaces the field's name."""
     labels = []
     for part in field.split(", "):
         base = re.split(r"[.\[]", part, maxsplit=1)[0]
         option = options.get(base)
-        if option is None or option == "--" + part.replace("_", "-"):
+        if option is None or option == "--" + part.replace("_", "-") or option[0] != "-":
             labels.append(option or part)
         else:
             labels.append(f"{option} ({part})")

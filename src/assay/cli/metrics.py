@@ -21,7 +21,7 @@ metrics_app = typer.Typer(
 )
 
 
-@metrics_app.command("list")
+@metrics_app.command("list", short_help="List every metric and detector.")
 def list_metrics(as_json: JsonOutput = False) -> None:
     """List every metric and detector with its kind, version and required columns."""
     with reported_errors({}, bad_input=(KeyError, ValueError)):

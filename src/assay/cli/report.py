@@ -52,6 +52,7 @@ def _counted(lines: Iterator[dict[str, Any]], label: str) -> Iterator[dict[str, 
 
 
 _REPORT_OPTIONS = {
+    "out": "OUTPUT",  # the output reader names the file it reads by `assay run`'s --out
     "html": "--html",
     "label_column": "--label-column",
     "junit": "--junit",
@@ -134,6 +135,8 @@ def report_command(
             raise RequestValidationError("fail_on_regression", "needs a baseline to compare with")
         thresholds = gates.parse_fail_under(fail_under or [])
         tally = reporting.collect(_counted(iter_output_lines(output), "reading"), label_column)
+        if not tally.rows:
+            raise RequestValidationError("OUTPUT", f"{output} holds no rows to report on")
         if label_column and tally.gold_column is None:
             raise RequestValidationError(
                 "label_column", f"no row of {output} has a column {label_column!r}"

@@ -14,6 +14,9 @@ from assay.cli.ood import print_ood_summary
 from assay.runner.publish import PublishCounts
 from assay.runner.summary import PASS_THRESHOLD, RunSummary
 
+#: How the run summary names each kind of failed row.
+_FAILURE_WORDS = {"invalid_row": "rejected", "timeout": "timed out", "judge_error": "judge failed"}
+
 
 def _percent(value: float | None) -> str:
     return "–" if value is None else f"{value:.0%}"
@@ -48,9 +51,13 @@ def print_run_summary(summary: RunSummary) -> None:
     if any(numbers.answered for numbers in summary.detectors.values()):
         console.print(rates)
     if summary.rows_failed:
+        why = ", ".join(
+            f"{count} {_FAILURE_WORDS.get(kind, kind)}"
+            for kind, count in summary.failures_by_kind.items()
+        )
         console.print(
             Text(
-                f"{summary.rows_failed} of {summary.rows} rows failed validation; "
+                f"{summary.rows_failed} of {summary.rows} rows were not scored ({why}); "
                 f"see their 'error' field in {summary.output_path}",
                 style="yellow",
             ),

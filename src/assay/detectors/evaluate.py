@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import os
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from pydantic import ValidationError
@@ -44,9 +44,19 @@ _TYPE_TAGS = {"str", "int", "float", "bool", "dict", "list", "none"}
 _QUOTED_NAME_CHARS = 60
 
 
-def _location(index: int | None, loc: Sequence[int | str]) -> str:
-    # pydantic puts union members in the location ("str", "list[str]"); they are not fields.
-    fields = [p for p in loc if isinstance(p, int) or ("[" not in p and p not in _TYPE_TAGS)]
+def field_location(
+    index: int | None, loc: Sequence[int | str], members: Collection[str] = ()
+) -> str:
+    """A pydantic error location as the API names fields: `[0].config.completeness`, or
+    `items[0].generated_text` without an item index.
+
+    members: the names of models in a union of the location (pydantic puts union members in
+    the location, as it does "str" or "list[str]"; they are not fields)."""
+    fields = [
+        p
+        for p in loc
+        if isinstance(p, int) or ("[" not in p and p not in _TYPE_TAGS and p not in members)
+    ]
     path = "".join(f"[{part}]" if isinstance(part, int) else f".{_quoted(part)}" for part in fields)
     return f"[{index}]{path}" if index is not None else path.lstrip(".")
 
@@ -68,7 +78,7 @@ def check_encodable(value: Any, index: int | None = None) -> None:
     found = find_unencodable(value)
     if found is not None:
         path, problem = found
-        raise RequestValidationError(_location(index, path) or "body", problem)
+        raise RequestValidationError(field_location(index, path) or "body", problem)
 
 
 def parse_item(raw: Any, index: int | None = None) -> DetectRequestItem:
@@ -83,7 +93,7 @@ def parse_item(raw: Any, index: int | None = None) -> DetectRequestItem:
     else:
         if not isinstance(raw, dict):
             raise RequestValidationError(
-                _location(index, []) or "body", "each item must be a JSON object"
+                field_location(index, []) or "body", "each item must be a JSON object"
             )
         check_encodable(raw, index)
         try:
@@ -91,27 +101,31 @@ def parse_item(raw: Any, index: int | None = None) -> DetectRequestItem:
         except ValidationError as error:
             first = error.errors()[0]
             message = first["msg"].removeprefix("Value error, ")
-            raise RequestValidationError(_location(index, first["loc"]), message) from None
+            raise RequestValidationError(field_location(index, first["loc"]), message) from None
     for name in item.config:
         if name not in DETECTORS:
             known = ", ".join(DETECTORS)
             raise RequestValidationError(
-                _location(index, ["config", name]), f"unknown detector; known detectors: {known}"
+                field_location(index, ["config", name]),
+                f"unknown detector; known detectors: {known}",
             )
         for field in DETECTORS[name].required_inputs:
             if not _has_input(item, field):
                 raise RequestValidationError(
-                    _location(index, [field]), f"required by detector {name!r} but missing or empty"
+                    field_location(index, [field]),
+                    f"required by detector {name!r} but missing or empty",
                 )
         judge_name = item.config[name].judge
         if judge_name is not None and judge_name not in judge_names():
             raise RequestValidationError(
-                _location(index, ["config", name, "judge"]),
+                field_location(index, ["config", name, "judge"]),
                 f"unknown judge {judge_name!r}; known judges: {', '.join(judge_names())}",
             )
     if item.publish and (not item.application_name or not item.model_name):
         missing = "application_name" if not item.application_name else "model_name"
-        raise RequestValidationError(_location(index, [missing]), "required when publish is true")
+        raise RequestValidationError(
+            field_location(index, [missing]), "required when publish is true"
+        )
     return item
 
 

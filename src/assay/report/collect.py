@@ -213,7 +213,8 @@ class RunTally:
     scorers: per detector or metric, in the order first seen.
     gold_column: the label column actually found (None if no row had one).
     labelled_results: scored results paired with a readable gold label.
-    unreadable_labels: results whose gold label is not a yes/no value (left out of AUROC).
+    unreadable_labels: gold labels that are not a yes/no value (left out of AUROC): a row's
+        label counts once, whatever number of scorers it is for; a per-scorer map's, each.
     unreadable_example: the first such value, for the message.
     rows_with_errors: rows rejected or with any scorer's error (what `--allow-errors` allows).
     """
@@ -269,6 +270,7 @@ class RunTally:
             return
         gold_value = self._gold_value(line)
         errored = False
+        unreadable: set[str | None] = set()  # scorers whose label could not be read
         for name, value in scorer_results(line):
             if "cases" in value:
                 _ood_tally(self.scorers.setdefault(name, ScorerTally(name))).add(
@@ -279,9 +281,10 @@ class RunTally:
                 tally = self.scorers.setdefault(name, ScorerTally(name))
                 tally.errors[str(value.get("kind", "error"))] += 1
             else:
-                gold = self._gold_for(gold_value, name)
+                gold = self._gold_for(gold_value, name, unreadable)
                 self.scorers.setdefault(name, ScorerTally(name)).add(value, gold, line)
         self.rows_with_errors += errored
+        self.unreadable_labels += len(unreadable)
 
     def _gold_value(self, line: Mapping[str, Any]) -> Any:
         names = (self.label_column,) if self.label_column else DEFAULT_LABEL_COLUMNS
@@ -291,17 +294,19 @@ class RunTally:
                 return line[name]
         return None
 
-    def _gold_for(self, value: Any, scorer: str) -> bool | None:
-        """The row's gold label for `scorer`: one label for every scorer, or a per-scorer map."""
+    def _gold_for(self, value: Any, scorer: str, unreadable: set[str | None]) -> bool | None:
+        """The row's gold label for `scorer`: one label for every scorer, or a per-scorer map.
+        A label that is not yes/no adds to `unreadable` the scorer it is for (None: all)."""
         if value is None:
             return None
+        label_for: str | None = None
         if isinstance(value, Mapping):
             if scorer not in value:
                 return None
-            value = value[scorer]
+            value, label_for = value[scorer], scorer
         gold = read_gold_label(value)
         if gold is None:
-            self.unreadable_labels += 1
+            unreadable.add(label_for)
             if self.unreadable_example is None:
                 self.unreadable_example = repr(value)[:60]
         else:

@@ -149,6 +149,7 @@ def check_detector_columns(
         if not missing:
             return
         needs = "; ".join(f"{name} needs {', '.join(inputs)}" for name, inputs in wanted.items())
+        also: list[str] = []
     else:
         if "generated_text" in fields and (
             "config" in fields
@@ -164,7 +165,11 @@ def check_detector_columns(
         needs = "; ".join(
             f"{name} needs {', '.join(d.required_inputs)}" for name, d in DETECTORS.items()
         )
-    flags = suggested_map(columns, {present for _, present in pairs}, missing)
+        # Also the columns the other detectors need, so that following the hint runs every
+        # detector the file can feed, not just the closest one.
+        every = {f for d in DETECTORS.values() for f in d.required_inputs}
+        also = sorted(every - fields - set(missing))
+    flags = suggested_map(columns, {present for _, present in pairs}, [*missing, *also])
     fix = f"; try {' '.join(flags)}" if flags else "; rename columns with --map FIELD=COLUMN"
     raise RequestValidationError(
         "FILE",

@@ -29,6 +29,15 @@ _PARQUET_BATCH_ROWS = 1024
 Row = tuple[int, dict[str, Any] | Exception]
 
 
+class UnreadableRow(RequestValidationError):
+    """A row that cannot be scored, with the columns that were read (its error line carries
+    them; the writer puts U+FFFD in place of bytes that were not UTF-8)."""
+
+    def __init__(self, field: str, message: str, fields: dict[str, Any]) -> None:
+        super().__init__(field, message)
+        self.fields = fields
+
+
 def check_readable(path: Path) -> None:
     """Raise RequestValidationError (field "FILE") if `path` is missing or of unknown format."""
     if not path.exists():
@@ -68,6 +77,20 @@ def count_rows(path: Path) -> int:
             return sum(1 for cells in reader if any(cells))
     with path.open("rb") as handle:
         return sum(1 for line in handle if line.strip())
+
+
+def has_rows(path: Path) -> bool:
+    """Whether `read_rows(path)` yields anything (stops at the first row)."""
+    check_readable(path)
+    if path.suffix.lower() in PARQUET_SUFFIXES:
+        return int(_parquet_file(path).metadata.num_rows) > 0
+    if path.suffix.lower() in CSV_SUFFIXES:
+        with _open_csv(path) as handle:
+            reader = csv.reader(handle)
+            next(reader, None)  # header
+            return any(any(cells) for cells in reader)
+    with path.open("rb") as handle:
+        return any(line.strip() for line in handle)
 
 
 def _read_jsonl(path: Path) -> Iterator[Row]:
@@ -120,9 +143,10 @@ def _csv_fields(record: dict[str | Any, str | Any]) -> dict[str, Any] | Exceptio
     if None in record:
         return RequestValidationError("row", "has more cells than the header has columns")
     fields: dict[str, Any] = {}
+    not_utf8 = None
     for name, cell in record.items():
-        if find_unencodable([name, cell]) is not None:
-            return RequestValidationError(str(name), "is not valid UTF-8 text")
+        if not_utf8 is None and find_unencodable([name, cell]) is not None:
+            not_utf8 = str(name)
         # CSV has no null: an empty (or absent) cell means the field is not given.
         if cell is None or cell == "":
             continue
@@ -135,17 +159,20 @@ def _csv_fields(record: dict[str | Any, str | Any]) -> dict[str, Any] | Exceptio
                 return RequestValidationError("config", f"is not valid JSON: {error.msg}")
         else:
             fields[name] = cell
+    if not_utf8 is not None:
+        return UnreadableRow(not_utf8, "is not valid UTF-8 text", fields)
     return fields
 
 
-def _csv_context(cell: str) -> str | list[Any]:
-    """A context cell holding a JSON list is a list of documents; anything else is one document."""
+def _csv_context(cell: str) -> str | list[str]:
+    """A context cell holding a JSON list of strings is a list of documents; anything else
+    (`[2020, 2021]` too) is one document."""
     if cell.lstrip().startswith("["):
         try:
             value = json.loads(cell)
         except json.JSONDecodeError:
             return cell
-        if isinstance(value, list):
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
             return value
     return cell
 

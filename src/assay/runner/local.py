@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
@@ -31,7 +32,7 @@ from assay.runner.checkpoint import (
     remove_checkpoint,
     save_checkpoint,
 )
-from assay.runner.io import Row, check_readable, read_rows
+from assay.runner.io import Row, check_readable, has_rows, read_rows
 from assay.runner.output import check_output_path, iter_output_lines
 from assay.runner.publish import (
     PUBLISH_BATCH_SIZE,
@@ -168,6 +169,8 @@ def prepare_run(
     scorer.check()
     options.check()
     scorer.check_input(input_path)
+    if not has_rows(input_path):
+        raise RequestValidationError("FILE", f"{input_path} holds no rows to score")
     output_path = output_path or default_output_path(input_path)
     check_output_path(output_path)
     if output_path.resolve() == input_path.resolve():
@@ -202,8 +205,8 @@ class RunControl:
 
 
 async def run_file_async(
-    input_path: Path,
-    output_path: Path | None = None,
+    input_path: str | os.PathLike[str],
+    output_path: str | os.PathLike[str] | None = None,
     *,
     scorer: RowScorer | None = None,
     detectors: Sequence[str] | None = None,
@@ -217,7 +220,7 @@ async def run_file_async(
 ) -> RunSummary:
     """Score every row of a JSONL, CSV or Parquet file; write one output record per row.
 
-    input_path: the dataset (format by extension).
+    input_path: the dataset (format by extension); a `Path` or a string.
     output_path: `.jsonl` or `.parquet`; default `<input stem>.scored.jsonl` next to the input.
         The summary goes to `<output_path>.summary.json`.
     scorer: what scores rows; default a `DetectorScorer(detectors, explain, judge)`.
@@ -234,6 +237,8 @@ async def run_file_async(
     checkpoint from a run with other input or options, or (with `RunControl.keep_finished`) a
     finished output of another run.
     """
+    input_path = Path(input_path)
+    output_path = None if output_path is None else Path(output_path)
     scorer = scorer or DetectorScorer(tuple(detectors) if detectors else None, explain, judge)
     options = options or RunOptions(batch_size=batch_size)
     control = control or RunControl(overwrite=restart, on_progress=on_progress)

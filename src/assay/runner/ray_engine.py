@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from assay.judges.embedded.embedding_cache import shared_cache
-from assay.runner.io import Row, read_rows
+from assay.runner.io import Row, UnreadableRow, read_rows
 from assay.runner.local import (
     ProgressCallback,
     RunControl,
@@ -48,7 +48,10 @@ def _import_ray() -> Any:
 def _encode_row(fields: dict[str, Any] | Exception) -> str:
     """A row's fields, or why it could not be read, as one JSON text for a Ray block."""
     if isinstance(fields, RequestValidationError):
-        return json.dumps({"unreadable": {"field": fields.field, "message": fields.message}})
+        unreadable = {"field": fields.field, "message": fields.message}
+        if isinstance(fields, UnreadableRow):
+            return json.dumps({"unreadable": unreadable, "fields": fields.fields}, default=str)
+        return json.dumps({"unreadable": unreadable})
     if isinstance(fields, Exception):
         return json.dumps({"unreadable": {"field": "row", "message": str(fields)}})
     return json.dumps({"fields": fields}, default=str)
@@ -57,9 +60,10 @@ def _encode_row(fields: dict[str, Any] | Exception) -> str:
 def _decode_row(text: str) -> dict[str, Any] | Exception:
     payload = json.loads(text)
     if "unreadable" in payload:
-        return RequestValidationError(
-            payload["unreadable"]["field"], payload["unreadable"]["message"]
-        )
+        field, message = payload["unreadable"]["field"], payload["unreadable"]["message"]
+        if "fields" in payload:
+            return UnreadableRow(field, message, payload["fields"])
+        return RequestValidationError(field, message)
     fields: dict[str, Any] = payload["fields"]
     return fields
 

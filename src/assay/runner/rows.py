@@ -20,7 +20,7 @@ from assay.detectors.evaluate import check_encodable, detect_items, parse_item
 from assay.judges import judge_names
 from assay.judges.usage import collect_usage, item_key
 from assay.runner.columns import check_detector_columns
-from assay.runner.io import Row
+from assay.runner.io import Row, UnreadableRow
 from assay.schema import DetectRequestItem, MustCompute, RequestValidationError
 
 #: Row fields sent to the detectors; every other column is passed through to the output only.
@@ -173,9 +173,11 @@ def prepare_row(
     explain: bool | None,
 ) -> PendingRow:
     """Validate one row into a request item, or record why it cannot be scored."""
-    if isinstance(fields, Exception):
-        return PendingRow(row, error=_error_of(fields, row))
     reserved = {*RESERVED_KEYS, *DETECTORS}
+    if isinstance(fields, Exception):
+        kept = fields.fields if isinstance(fields, UnreadableRow) else {}
+        passthrough = {key: value for key, value in kept.items() if key not in reserved}
+        return PendingRow(row, passthrough, error=_error_of(fields, row))
     passthrough = {key: value for key, value in fields.items() if key not in reserved}
     try:
         # Carried-through columns must be writable too: text that is not valid Unicode makes

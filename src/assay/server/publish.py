@@ -17,9 +17,12 @@ from pydantic import ValidationError
 from sqlalchemy.exc import IntegrityError
 
 from assay.detectors import DETECTORS
+from assay.detectors.evaluate import field_location
 from assay.schema import (
     APPLICATION_NAME_PATTERN,
     APPLICATION_NAME_RULE,
+    DetectorError,
+    DetectorResult,
     PublishedItem,
     PublishRequest,
     check_name,
@@ -30,6 +33,8 @@ from assay.server.errors import ErrorBody, ServerError
 from assay.store.detections import StoredText, add_result_rows, stored_request_ids
 
 router = APIRouter()
+#: The models a published result may be; pydantic names them in an error's location.
+RESULT_MODELS = (DetectorResult.__name__, DetectorError.__name__)
 
 #: Namespace of the request ids of published items (uuid5 of run id and key).
 PUBLISHED_NAMESPACE = uuid.UUID("6f1d8a52-3c1e-4e0b-9a57-2d4f3c8e9b10")
@@ -65,14 +70,14 @@ def _parse(body: Any) -> PublishRequest:
         request = PublishRequest.model_validate(body)
     except ValidationError as error:
         first = error.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "body"
+        where = field_location(None, first["loc"], RESULT_MODELS) or "body"
         raise ServerError(422, f"{where}: {first['msg']}") from None
     for index, item in enumerate(request.items):
         for name in item.results:
             if name not in DETECTORS:
                 raise ServerError(
                     422,
-                    f"items.{index}.results.{name}: unknown detector; known: "
+                    f"items[{index}].results.{name}: unknown detector; known: "
                     f"{', '.join(DETECTORS)}",
                 )
     keys = [item.key for item in request.items]

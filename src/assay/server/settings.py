@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -129,7 +130,8 @@ def load_api_keys(path: Path | None = None) -> ApiKeys:
 
 
 def parse_keys_file(text: str, source: str = "keys file") -> ApiKeys:
-    """Read a keys file: one key per line, blank lines and lines starting with `#` ignored.
+    """Read a keys file: one key per line; blank lines, lines starting with `#` and anything
+    after a `#` that follows whitespace (a comment at the end of a line) are ignored.
 
     A key alone on its line, or followed by `*`, may use every application. A key followed by
     whitespace and a comma-separated list of application names may use only those:
@@ -140,7 +142,8 @@ def parse_keys_file(text: str, source: str = "keys file") -> ApiKeys:
     admin: set[str] = set()
     scoped: dict[str, frozenset[str]] = {}
     for number, line in enumerate(text.splitlines(), start=1):
-        stripped = line.strip()
+        # A key holds no whitespace, so whitespace then "#" can only start a comment.
+        stripped = re.split(r"\s#", line, maxsplit=1)[0].strip()
         if not stripped or stripped.startswith("#"):
             continue
         key, *others = stripped.split(maxsplit=1)
