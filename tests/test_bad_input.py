@@ -41,6 +41,7 @@ CASES: list[tuple[str, Any, str, str]] = [
     ),
     ("number as query", {**GOOD, "user_query": 42}, "[0].user_query", "string"),
     ("context of numbers", {**GOOD, "context": [1, 2]}, "[0].context", "string"),
+    ("context a number", {**GOOD, "context": 5}, "[0].context", "a string or a list of strings"),
     (
         "explain not a bool",
         {**GOOD, "config": {"output_relevance": {"explain": "yes"}}},

@@ -113,6 +113,25 @@ def test_settings_from_environment_and_bad_values_name_the_variable() -> None:
         parse_overrides(["colour=blue"])
 
 
+@pytest.mark.parametrize(
+    ("environ", "variable", "words"),
+    [
+        ({"ASSAY_LLM_ROW_TIMEOUT": "nan"}, "ASSAY_LLM_ROW_TIMEOUT", "finite number"),
+        ({"ASSAY_LLM_VOTE_TEMPERATURE": "inf"}, "ASSAY_LLM_VOTE_TEMPERATURE", "finite number"),
+        ({"ASSAY_LLM_BASE_URL": "notaurl"}, "ASSAY_LLM_BASE_URL", "http:// or https:// URL"),
+        ({"ASSAY_LLM_BASE_URL": "ftp://x/v1"}, "ASSAY_LLM_BASE_URL", "http:// or https:// URL"),
+    ],
+)
+def test_settings_that_cannot_work_are_refused_before_any_call(
+    environ: dict[str, str], variable: str, words: str
+) -> None:
+    with pytest.raises(RequestValidationError) as bad:
+        settings_from_env(environ)
+    assert bad.value.field == variable and words in bad.value.message
+    with pytest.raises(RequestValidationError, match="finite"):
+        LLMSettings(cache_ttl=float("nan"))
+
+
 def test_cache_round_trip_expiry_and_an_unusable_file(tmp_path: Path) -> None:
     cache = CallCache(tmp_path / "c" / "calls.sqlite3", ttl=60)
     key = cache_key({"model": "m", "messages": ["hi"]})

@@ -34,6 +34,8 @@ def test_defaults_are_the_published_ones() -> None:
         ({"inverted": "maybe"}, "inverted", "a boolean"),
         ({"use_case": {"name": 3}}, "use_case.name", "string-to-string mapping"),
         ({"use_case": ["bank"]}, "use_case", "string-to-string mapping"),
+        ({"num_ood_queries": True}, "num_ood_queries", "an integer between 1 and 32"),
+        ({"weight": False}, "weight", "a number"),
     ],
 )
 def test_bad_values_name_the_field_and_allowed_range(
@@ -44,6 +46,13 @@ def test_bad_values_name_the_field_and_allowed_range(
     assert caught.value.field == field
     assert allowed in caught.value.message
     assert repr(next(iter(values.values()))) in caught.value.message
+
+
+def test_max_must_exceed_min_whether_parsed_or_built() -> None:
+    for config in ({"min": 1, "max": 0}, OODMetricConfig(min=2, max=2)):
+        with pytest.raises(RequestValidationError) as caught:
+            parse_config(config)
+        assert caught.value.field == "max" and "greater than min" in caught.value.message
 
 
 def test_unknown_keys_are_rejected_with_the_allowed_list() -> None:

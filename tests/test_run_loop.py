@@ -205,6 +205,25 @@ def test_the_map_hint_feeds_every_detector_the_file_can_feed(tmp_path: Path) -> 
     assert line.endswith("try --map generated_text=answer --map user_query=question")
 
 
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--out", "/dev/null/x.jsonl"], "error: --out: cannot write /dev/null/x.jsonl: /dev/null"),
+        (["--junit", "/dev/null/x.xml"], "error: --junit: cannot write /dev/null/x.xml: /dev/null"),
+    ],
+)
+def test_where_results_go_is_checked_before_scoring(
+    tmp_path: Path, flags: list[str], message: str
+) -> None:
+    data = write_jsonl(tmp_path / "rows.jsonl", rows_with(["fine answer"]))
+
+    result = assay("run", str(data), "--judge", "light", *flags)
+
+    assert result.returncode == 2
+    assert one_error_line(result).startswith(message)
+    assert not (tmp_path / "rows.scored.jsonl").exists()
+
+
 def test_a_gate_counts_errored_rows_as_failures(tmp_path: Path) -> None:
     # The light judge scores "fine answer" 1.0 on output_relevance; one row of two errors, so
     # the gate sees 0.5: above 0.5 it fails, though the mean of the scored rows is 1.0.

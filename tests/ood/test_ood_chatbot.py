@@ -126,7 +126,7 @@ async def test_a_run_config_file_names_the_bot_and_scores_like_the_api(
             }
         )
     )
-    config, sut = load_run_config(path)
+    config, sut = load_run_config(str(path))  # a path as text, as the README writes it
     assert isinstance(sut, HttpJsonSUT) and config.n_sut_retries == 1
     try:
         results = await score_rows(in_domain_rows(), config, sut=sut)

@@ -20,6 +20,7 @@ from assay.cli.common import (
     EXIT_FAILED,
     EXIT_ROWS_ERRORED,
     OneLineErrorsGroup,
+    reported_errors,
 )
 
 __all__ = ["EXIT_BAD_INPUT", "EXIT_FAILED", "EXIT_ROWS_ERRORED", "app"]
@@ -60,6 +61,10 @@ def _root(
     ] = False,
 ) -> None:
     """Judge the outputs of LLM applications."""
+    from assay.environment import check_environment
+
+    with reported_errors({}):  # a bad $ASSAY_* value stops every command at once, named
+        check_environment()
 
 
 # In the order a user meets them: see what is judged, judge one response, a dataset, look at

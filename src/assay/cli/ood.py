@@ -53,7 +53,7 @@ from assay.runner.ood_gates import (
     ood_gates,
     write_ood_junit,
 )
-from assay.runner.output import check_output_path
+from assay.runner.output import check_output_path, check_writable
 from assay.runner.writers import writer_for
 from assay.schema import RequestValidationError
 
@@ -63,6 +63,7 @@ _SUT_OPTIONS = {
     "url": "--sut-url",
     "body_template": "--body-template",
     "out": "--out",
+    "junit": "--junit",
 }
 
 
@@ -151,6 +152,8 @@ def ood_command(
     with reported_errors(_SUT_OPTIONS, bad_input=(KeyError, ValueError)):
         if out is not None:
             check_output_path(out)
+        if junit is not None:
+            check_writable(junit, "junit")
         profile = load_profile(use_case)
         settings = _config(config, num_ood_queries, profile)
         examples = profile.examples()

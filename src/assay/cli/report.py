@@ -21,7 +21,7 @@ from assay.cli.common import (
 )
 from assay.cli.options import AllowErrors, FailUnder, JsonOutput, Junit
 from assay.runner import gates
-from assay.runner.output import iter_output_lines
+from assay.runner.output import check_writable, iter_output_lines
 from assay.schema import RequestValidationError
 
 if TYPE_CHECKING:
@@ -131,6 +131,9 @@ def report_command(
 
     with reported_errors(_REPORT_OPTIONS):
         base, output = _outputs(paths, baseline)
+        for path, field in ((html, "html"), (junit, "junit")):
+            if path is not None:
+                check_writable(path, field)
         if fail_on_regression and base is None:
             raise RequestValidationError("fail_on_regression", "needs a baseline to compare with")
         thresholds = gates.parse_fail_under(fail_under or [])

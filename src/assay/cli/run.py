@@ -53,7 +53,7 @@ from assay.runner.local import (
     run_file_async,
 )
 from assay.runner.metric_rows import MetricScorer
-from assay.runner.output import iter_output_lines
+from assay.runner.output import check_writable, iter_output_lines
 from assay.runner.publish import PUBLISH_BATCH_SIZE
 from assay.runner.ray_engine import run_file_ray_async
 from assay.runner.retry import retry_failed_async
@@ -74,6 +74,7 @@ _RUN_OPTIONS = {
     "metric": "--metric",
     "config": "--config",
     "dry_run": "--dry-run",
+    "junit": "--junit",
     **PUBLISH_OPTIONS,
     **LLM_OPTION_LABELS,
 }
@@ -260,6 +261,8 @@ def run_command(
             )
         # Checked up front too, so an unusable run fails before a progress bar is drawn.
         output = prepare_run(file, out, scorer, options)
+        if junit is not None:
+            check_writable(junit, "junit")
         thresholds = gates.parse_fail_under(fail_under or [], known=scorer.score_names)
         if dry_run:
             if not isinstance(scorer, DetectorScorer):

@@ -8,7 +8,6 @@ labels, and a judge failure becomes an explicit error, never a number.
 from __future__ import annotations
 
 import logging
-import os
 from collections import defaultdict
 from collections.abc import Collection, Sequence
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from assay.detectors import DETECTORS, Detector
+from assay.environment import default_judge_name
 from assay.judges import Judge, Question, Verdict, get_judge, judge_names
 from assay.judges.isolation import answer_each_item, failure_of, item_groups
 from assay.schema import (
@@ -30,13 +30,7 @@ from assay.schema import (
     round_probability,
 )
 
-DEFAULT_JUDGE_ENV = "ASSAY_JUDGE"
-
 logger = logging.getLogger(__name__)
-
-
-def default_judge_name() -> str:
-    return os.environ.get(DEFAULT_JUDGE_ENV, "embedded")
 
 
 _TYPE_TAGS = {"str", "int", "float", "bool", "dict", "list", "none"}
@@ -101,6 +95,9 @@ def parse_item(raw: Any, index: int | None = None) -> DetectRequestItem:
         except ValidationError as error:
             first = error.errors()[0]
             message = first["msg"].removeprefix("Value error, ")
+            if tuple(first["loc"][:1]) == ("context",) and len(first["loc"]) <= 2:
+                # A union: pydantic reports only its first member ("a valid string").
+                message = "must be a string or a list of strings"
             raise RequestValidationError(field_location(index, first["loc"]), message) from None
     for name in item.config:
         if name not in DETECTORS:

@@ -53,12 +53,27 @@ def scorer_results(line: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, 
 
 
 def check_output_path(path: Path) -> None:
-    """Raise RequestValidationError (field "out") if `path` has an extension we cannot write."""
+    """Raise RequestValidationError (field "out") if `path` has an extension we cannot write,
+    or is a place no file can be written (see `check_writable`)."""
     if path.suffix.lower() not in OUTPUT_SUFFIXES:
         known = ", ".join(OUTPUT_SUFFIXES)
         raise RequestValidationError(
             "out", f"unsupported output type {path.suffix or '(none)'!r}; use one of {known}"
         )
+    check_writable(path, "out")
+
+
+def check_writable(path: Path, field: str) -> None:
+    """Raise RequestValidationError naming `field` when no file can be written at `path`: it is
+    a folder, or a folder it needs is a file. Checked before any work, so a run never ends in
+    an error about where its results should go. Missing folders are fine: they are made."""
+    if path.is_dir():
+        raise RequestValidationError(field, f"{path} is a folder; give a file name")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise RequestValidationError(field, f"cannot write {path}: {parent} is a file")
+            break
 
 
 def iter_output_lines(path: Path) -> Iterator[dict[str, Any]]:

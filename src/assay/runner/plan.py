@@ -11,7 +11,8 @@ from pathlib import Path
 
 from assay._sync import run_sync
 from assay.detectors import DETECTORS
-from assay.detectors.evaluate import default_judge_name, questions_for
+from assay.detectors.evaluate import questions_for
+from assay.environment import default_judge_name
 from assay.judges import Question, get_judge
 from assay.judges.cascade import CascadeJudge
 from assay.judges.openai.estimate import CostEstimate, estimate_cost

@@ -12,7 +12,7 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from pydantic import TypeAdapter
 
-from assay.detectors.evaluate import default_judge_name
+from assay.environment import default_judge_name
 from assay.judges.batching import use_batching
 from assay.schema import (
     DetectorError,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import uvicorn
 
-from assay.detectors.evaluate import default_judge_name
+from assay.environment import default_judge_name
 from assay.judges.batching import use_batching
 from assay.server.app import create_app
 from assay.server.settings import ApiKeys, ServerSettings, load_api_keys

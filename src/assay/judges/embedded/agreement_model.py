@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from assay.environment import thread_count
 from assay.judges.embedded.encoder import (
     ModelFileError,
     balanced_batches,
@@ -28,7 +29,6 @@ from assay.judges.embedded.encoder import (
     package_dir,
     run_side_by_side,
     session_options,
-    thread_count,
     verified,
 )
 

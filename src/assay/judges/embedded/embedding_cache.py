@@ -20,7 +20,6 @@ costs what a short sentence does. The shared cache's size comes from `$ASSAY_EMB
 from __future__ import annotations
 
 import hashlib
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -30,10 +29,10 @@ from typing import Any
 
 import numpy as np
 
+from assay import environment
 from assay.judges.embedded.encoder import Encoder, Kind, Matrix, load_encoder
 
-CACHE_MB_ENV = "ASSAY_EMBEDDING_CACHE_MB"
-DEFAULT_CACHE_MB = 64.0
+CACHE_MB_ENV = environment.CACHE_MB_ENV
 #: Bytes an entry costs besides its vector's data: the key tuple and its digest, the array
 #: object and the LRU map's node. Measured with tracemalloc (about 320 bytes on CPython 3.11)
 #: and rounded up; `tests/test_embedding_cache.py` checks the bound against real allocations.
@@ -219,14 +218,7 @@ class CachedEncoder:
 
 def configured_max_bytes() -> int:
     """The shared cache's bound from `$ASSAY_EMBEDDING_CACHE_MB` (default 64 MiB)."""
-    raw = os.environ.get(CACHE_MB_ENV, "").strip()
-    try:
-        megabytes = float(raw) if raw else DEFAULT_CACHE_MB
-    except ValueError:
-        raise ValueError(f"${CACHE_MB_ENV} must be a number of MiB, got {raw!r}") from None
-    if megabytes < 0:
-        raise ValueError(f"${CACHE_MB_ENV} must be >= 0, got {raw!r}")
-    return int(megabytes * 2**20)
+    return int(environment.cache_megabytes() * 2**20)
 
 
 @cache

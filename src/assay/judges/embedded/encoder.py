@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import math
-import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
@@ -19,6 +18,8 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 import numpy.typing as npt
+
+from assay.environment import thread_count
 
 Kind = Literal["query", "passage"]
 Matrix = npt.NDArray[np.float32]
@@ -70,11 +71,6 @@ def package_dir(module: str, package: str) -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise ModelFileError(f"package {package!r} is not installed (module {module!r})")
     return Path(next(iter(spec.submodule_search_locations)))
-
-
-def thread_count() -> int:
-    """How many ONNX runs go side by side (`$ASSAY_THREADS`, default min(cores, 4))."""
-    return int(os.environ.get("ASSAY_THREADS", "0")) or min(os.cpu_count() or 1, 4)
 
 
 def session_options() -> Any:

@@ -7,7 +7,9 @@ overridden in code or from the CLI (`assay.judges.openai.configure`).
 
 from __future__ import annotations
 
+import math
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -176,9 +178,24 @@ def _convert(variable: str, raw: str, kind: type) -> object:
             return False
         raise RequestValidationError(variable, f"expected true or false, got {raw!r}")
     try:
-        return kind(raw)
+        value = kind(raw)
     except ValueError:
         raise RequestValidationError(variable, f"expected {kind.__name__}, got {raw!r}") from None
+    if kind is float and not math.isfinite(value):
+        raise RequestValidationError(variable, f"expected a finite number, got {raw!r}")
+    return value
+
+
+#: The settings that hold a float (each must be finite).
+_FLOATS = (
+    "vote_temperature",
+    "call_timeout",
+    "row_timeout",
+    "backoff_base",
+    "backoff_cap",
+    "min_answer_mass",
+    "cache_ttl",
+)
 
 
 def _check(settings: LLMSettings) -> None:
@@ -191,6 +208,13 @@ def _check(settings: LLMSettings) -> None:
     for name in positive:
         if int(getattr(settings, name)) < 1:
             raise RequestValidationError(name, "must be at least 1")
+    for name in _FLOATS:
+        if not math.isfinite(float(getattr(settings, name))):
+            raise RequestValidationError(name, "must be a finite number")
+    if settings.base_url is not None and not re.match(r"https?://[^/\s]+", settings.base_url):
+        raise RequestValidationError(
+            "base_url", f"must be an http:// or https:// URL, got {settings.base_url!r}"
+        )
     for name in ("call_timeout", "row_timeout", "vote_temperature", "cache_ttl"):
         if float(getattr(settings, name)) <= 0:
             raise RequestValidationError(name, "must be greater than 0")

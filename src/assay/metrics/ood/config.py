@@ -80,15 +80,23 @@ def parse_config(values: Mapping[str, Any] | OODMetricConfig | None) -> OODMetri
 
     Raises RequestValidationError naming the first bad field and its allowed range or type.
     """
-    if isinstance(values, OODMetricConfig):
-        return values
-    values = dict(values or {})
+    config = values if isinstance(values, OODMetricConfig) else _validated(dict(values or {}))
+    if config.max <= config.min:
+        raise RequestValidationError("max", f"must be greater than min ({config.min:g})")
+    return config
+
+
+def _validated(values: dict[str, Any]) -> OODMetricConfig:
     known = set(OODMetricConfig.model_fields)
     unknown = sorted(set(values) - known)
     if unknown:
         raise RequestValidationError(
             unknown[0], f"unknown config key; allowed keys: {', '.join(sorted(known))}"
         )
+    # A bool is an int to Python: `num_ood_queries: true` must not pass as 1.
+    for name, value in values.items():
+        if isinstance(value, bool) and _allowed(name).startswith(("an integer", "a number")):
+            raise RequestValidationError(name, f"must be {_allowed(name)} (got {value!r})")
     try:
         return OODMetricConfig.model_validate(values, strict=False)
     except ValidationError as error:

@@ -102,11 +102,14 @@ def build_sut(
     )
 
 
-def load_run_config(path: Path) -> tuple[OODMetricConfig, SystemUnderTest | None]:
+def load_run_config(
+    path: str | os.PathLike[str],
+) -> tuple[OODMetricConfig, SystemUnderTest | None]:
     """Read a run config file: the validated metric config and the SUT, if the file has one.
 
     path: a YAML or JSON file holding a mapping.
     """
+    path = Path(path)
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as error:

@@ -248,8 +248,6 @@ def _profile(config: OODMetricConfig) -> UseCaseProfile:
         raise RequestValidationError(
             "use_case", "required: give the use-case profile to test against"
         )
-    if config.max <= config.min:
-        raise RequestValidationError("max", f"must be greater than min ({config.min:g})")
     return profile_from_mapping(config.use_case)
 
 
@@ -280,7 +278,7 @@ async def score_rows(
 
     Everything is validated before the first call; bad input raises RequestValidationError.
     """
-    settings = config if isinstance(config, OODMetricConfig) else parse_config(config)
+    settings = parse_config(config)
     profile = _profile(settings)
     parsed = parse_rows(rows)
     if sut is None:
