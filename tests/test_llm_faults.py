@@ -240,6 +240,8 @@ def test_unreachable_endpoint_is_a_transport_error() -> None:
 
     [result] = run_sync(detect_items(parse_items([item()])))
     assert result["output_relevance"]["kind"] == "transport"
+    # The message names where it tried, so a wrong (or default) base URL is plain to see.
+    assert "http://127.0.0.1:9/v1/chat/completions" in result["output_relevance"]["message"]
 
 
 def test_cascade_escalations_are_counted_in_the_run_summary(

@@ -177,14 +177,20 @@ def _final_failure(error: Exception) -> JudgeFailure:
             return RequestRejected(error.status_code, detail, error.code)
         return JudgeFailure(TRANSPORT, f"HTTP {error.status_code}: {detail}")
     if isinstance(error, openai.APITimeoutError):
-        return JudgeFailure(TIMEOUT, "the LLM endpoint did not answer in time")
+        return JudgeFailure(TIMEOUT, f"the LLM endpoint{_at(error)} did not answer in time")
     if isinstance(error, openai.APIConnectionError):
-        return JudgeFailure(TRANSPORT, f"could not reach the LLM endpoint: {error}")
+        return JudgeFailure(TRANSPORT, f"could not reach the LLM endpoint{_at(error)}: {error}")
     if isinstance(error, JudgeFailure):
         return error
     if isinstance(error, ValueError):  # a 200 whose body is not the JSON it should be
         return JudgeFailure(BAD_OUTPUT, f"the endpoint's response was not valid JSON: {error}")
     return JudgeFailure("judge_error", f"{type(error).__name__}: {error}")
+
+
+def _at(error: openai.APIConnectionError) -> str:
+    """ " at <url>" for the request that failed (a wrong or default base URL shows here)."""
+    request = getattr(error, "request", None)
+    return f" at {request.url}" if request is not None else ""
 
 
 def refused_request(error: openai.APIStatusError) -> bool:
