@@ -94,6 +94,9 @@ def test_ood_over_the_http_kind_sees_an_over_refusing_bot(
             ["--sut-kind", "http", "--body-template", "{}"],
             "--body-template: body_template must contain",
         ),
+        # An option the chosen kind would ignore is refused rather than dropped.
+        (["--sut-kind", "http", "--model", "gpt"], "--model: applies to --sut-kind openai only"),
+        (["--reply-path", "data.reply"], "--reply-path: applies to --sut-kind http only"),
         # Where results go is checked before any question is asked.
         (["--junit", "/dev/null/x.xml"], "--junit: cannot write /dev/null/x.xml: /dev/null is"),
         (["--out", "/dev/null/x.jsonl"], "--out: cannot write /dev/null/x.jsonl: /dev/null is"),

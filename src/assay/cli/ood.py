@@ -67,6 +67,15 @@ _SUT_OPTIONS = {
 }
 
 
+#: The SUT options that only one --sut-kind reads.
+_KIND_OF_OPTION = {
+    "--model": "openai",
+    "--system-prompt": "openai",
+    "--body-template": "http",
+    "--reply-path": "http",
+}
+
+
 def _config(
     path: Path | None, num_ood_queries: int | None, profile: UseCaseProfile
 ) -> OODMetricConfig:
@@ -165,6 +174,16 @@ def ood_command(
             {"input_id": f"example-{n}", "prompt": text, "sut_response": None}
             for n, text in enumerate(examples, start=1)
         ]
+        # An option of the other kind would be ignored without a word: refuse it instead.
+        given = {
+            "--model": model != "default",
+            "--system-prompt": system_prompt,
+            "--body-template": body_template != '{"message": "{prompt}"}',
+            "--reply-path": reply_path != "reply",
+        }
+        for option, for_kind in _KIND_OF_OPTION.items():
+            if given[option] and sut_kind in ("openai", "http") and sut_kind != for_kind:
+                raise RequestValidationError(option, f"applies to --sut-kind {for_kind} only")
         options = {"kind": sut_kind, "url": sut_url, "model": model, "system_prompt": system_prompt}
         if sut_kind == "http":
             options.update(body_template=body_template, reply_path=reply_path)
