@@ -19,6 +19,7 @@ from assay.detectors.evaluate import detect_items, parse_items, questions_for
 from assay.judges import get_judge, register_judge
 from assay.judges.cache import CallCache
 from assay.judges.cascade import CascadeJudge
+from assay.judges.openai import endpoint as endpoint_module
 from assay.judges.openai.judge import OpenAIJudge
 from assay.judges.openai.settings import LLMSettings
 from assay.runner import run_file
@@ -242,6 +243,42 @@ def test_unreachable_endpoint_is_a_transport_error() -> None:
     assert result["output_relevance"]["kind"] == "transport"
     # The message names where it tried, so a wrong (or default) base URL is plain to see.
     assert "http://127.0.0.1:9/v1/chat/completions" in result["output_relevance"]["message"]
+
+
+@pytest.mark.parametrize(("reprobe_after", "probes"), [(30.0, 1), (0.0, 3)])
+def test_an_unreachable_endpoint_is_probed_once_not_per_row(
+    monkeypatch: pytest.MonkeyPatch, reprobe_after: float, probes: int
+) -> None:
+    monkeypatch.setattr(endpoint_module, "REPROBE_AFTER_SECONDS", reprobe_after)
+    judge = OpenAIJudge(
+        LLMSettings(
+            base_url="http://127.0.0.1:9/v1",
+            cache=False,
+            max_attempts=2,
+            backoff_base=0.01,
+            concurrency=1,
+        )
+    )
+    register_judge("openai", lambda: judge)
+    calls: list[object] = []
+    real_probe = judge.endpoint._probe
+
+    async def counted(*args: object, **kwargs: object) -> object:
+        calls.append(args)
+        return await real_probe(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(judge.endpoint, "_probe", counted)
+    texts = ("Boil them.", "Another.", "A third.")
+    items = parse_items([{**item(), "generated_text": text} for text in texts])
+
+    results = run_sync(detect_items(items))
+
+    # Every row fails as transport, naming the URL; with the failure standing for 30 s the
+    # dead endpoint was probed once (its retries included), not once per row. (One that
+    # answers with an HTTP error is probed again: tests/test_llm_rows.py.)
+    assert all(r["output_relevance"]["kind"] == "transport" for r in results)
+    assert all("127.0.0.1:9" in r["output_relevance"]["message"] for r in results)
+    assert len(calls) == probes
 
 
 def test_cascade_escalations_are_counted_in_the_run_summary(

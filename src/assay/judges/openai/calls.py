@@ -169,6 +169,11 @@ def _classify(error: Exception) -> Retryable | None:
     return None
 
 
+class Unreachable(JudgeFailure):
+    """No connection could be made at all (nothing listening, a wrong host): unlike an HTTP
+    error or a timeout, nothing there is about to answer."""
+
+
 def _final_failure(error: Exception) -> JudgeFailure:
     """The JudgeFailure for an error that is not (or no longer) retried."""
     if isinstance(error, openai.APIStatusError):
@@ -179,7 +184,7 @@ def _final_failure(error: Exception) -> JudgeFailure:
     if isinstance(error, openai.APITimeoutError):
         return JudgeFailure(TIMEOUT, f"the LLM endpoint{_at(error)} did not answer in time")
     if isinstance(error, openai.APIConnectionError):
-        return JudgeFailure(TRANSPORT, f"could not reach the LLM endpoint{_at(error)}: {error}")
+        return Unreachable(TRANSPORT, f"could not reach the LLM endpoint{_at(error)}: {error}")
     if isinstance(error, JudgeFailure):
         return error
     if isinstance(error, ValueError):  # a 200 whose body is not the JSON it should be
@@ -250,11 +255,14 @@ async def call_with_retries(
         failure = _final_failure(gave_up.error)
         if gave_up.retry is None:
             raise failure from None
+        # The same class as the last attempt's failure: an endpoint no attempt could connect to
+        # stays `Unreachable`.
+        kind = Unreachable if isinstance(failure, Unreachable) else JudgeFailure
         if gave_up.out_of_time:
-            raise JudgeFailure(
+            raise kind(
                 gave_up.retry.kind,
                 f"the next retry would pass the row's time budget: {failure.message}",
             ) from None
-        raise JudgeFailure(
+        raise kind(
             gave_up.retry.kind, f"gave up after {gave_up.attempts} attempts: {failure.message}"
         ) from None

@@ -42,6 +42,7 @@ from assay.judges.openai.calls import (
     TRANSPORT,
     Completion,
     RequestRejected,
+    Unreachable,
     call_with_retries,
 )
 from assay.judges.openai.probe import (
@@ -65,6 +66,11 @@ T = TypeVar("T")
 AUTO_MODES = ("json_schema", "json_object", "none")
 #: A reply wrapped in a Markdown code fence (small models do this even when asked not to).
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.MULTILINE)
+
+
+#: How long a probe that could not reach the endpoint stands for every call: a dead endpoint
+#: fails a run's rows at once instead of each row waiting through the probe's retries again.
+REPROBE_AFTER_SECONDS = 30.0
 
 
 def response_format(mode: str, schema: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -126,6 +132,10 @@ class LLMEndpoint:
         self.found: Capabilities | None = None
         # Set when the endpoint refused every form of the probe: it cannot serve any row.
         self._refused: JudgeFailure | None = None
+        # (until when, why): a probe that could not connect at all, even with its retries; calls
+        # until then fail at once instead of each probing a dead endpoint again. (An endpoint
+        # that answers with errors, a 503 while it loads, is probed again by the next call.)
+        self._unreachable: tuple[float, JudgeFailure] | None = None
         # Semaphores, locks and HTTP clients belong to one event loop; sync callers may use
         # several.
         self._limiters: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
@@ -175,21 +185,24 @@ class LLMEndpoint:
         deadline: `time.monotonic()` value after which no probe attempt starts.
 
         Raises JudgeFailure when the probe could not be made (the endpoint is down, times out):
-        nothing is learned then, and the next call probes again.
+        nothing is learned then, and the next call probes again; but when no connection could
+        be made at all, calls in the next `REPROBE_AFTER_SECONDS` get that failure at once.
         """
         if self.found is not None:
             return self.found
-        if self._refused is not None:
-            raise self._refused
+        self._raise_if_known_down()
         if deadline is None:
             deadline = time.monotonic() + self.settings.row_timeout
         lock = self._probing.setdefault(asyncio.get_running_loop(), asyncio.Lock())
         async with lock:
             if self.found is None:
-                if self._refused is not None:
-                    raise self._refused
-                async with self.connected() as client:
-                    self.found = await self._probe(client, row, deadline)
+                self._raise_if_known_down()
+                try:
+                    async with self.connected() as client:
+                        self.found = await self._probe(client, row, deadline)
+                except Unreachable as failure:
+                    self._unreachable = (time.monotonic() + REPROBE_AFTER_SECONDS, failure)
+                    raise
                 if self.cache is not None:
                     self.cache.put(record_key(self.settings), self.found.to_json())
             return self.found
@@ -324,6 +337,13 @@ class LLMEndpoint:
         )
         logger.error("%s", self._refused.message)
         raise self._refused
+
+    def _raise_if_known_down(self) -> None:
+        if self._refused is not None:
+            raise self._refused
+        if self._unreachable is not None and time.monotonic() < self._unreachable[0]:
+            failure = self._unreachable[1]  # a fresh exception: each raise has its own traceback
+            raise Unreachable(failure.kind, failure.message)
 
     def _log(self, found: Capabilities) -> None:
         where = base_url(self.settings)
