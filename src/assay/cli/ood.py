@@ -74,6 +74,9 @@ _KIND_OF_OPTION = {
     "--body-template": "http",
     "--reply-path": "http",
 }
+_DEFAULT_MODEL = "default"
+_DEFAULT_BODY_TEMPLATE = '{"message": "{prompt}"}'
+_DEFAULT_REPLY_PATH = "reply"
 
 
 def _config(
@@ -108,15 +111,15 @@ def ood_command(
     config: Annotated[
         Path | None, typer.Option("--config", help="YAML file of llm.ood_detection config keys.")
     ] = None,
-    model: Annotated[str, typer.Option("--model", help="Model name for --sut-kind openai.")] = (
-        "default"
-    ),
+    model: Annotated[
+        str, typer.Option("--model", help="Model name for --sut-kind openai.")
+    ] = _DEFAULT_MODEL,
     body_template: Annotated[
         str, typer.Option("--body-template", help='JSON body for http, with "{prompt}".')
-    ] = '{"message": "{prompt}"}',
+    ] = _DEFAULT_BODY_TEMPLATE,
     reply_path: Annotated[
         str, typer.Option("--reply-path", help="Dotted path to the reply in http responses.")
-    ] = "reply",
+    ] = _DEFAULT_REPLY_PATH,
     system_prompt: Annotated[
         bool,
         typer.Option(
@@ -176,10 +179,10 @@ def ood_command(
         ]
         # An option of the other kind would be ignored without a word: refuse it instead.
         given = {
-            "--model": model != "default",
+            "--model": model != _DEFAULT_MODEL,
             "--system-prompt": system_prompt,
-            "--body-template": body_template != '{"message": "{prompt}"}',
-            "--reply-path": reply_path != "reply",
+            "--body-template": body_template != _DEFAULT_BODY_TEMPLATE,
+            "--reply-path": reply_path != _DEFAULT_REPLY_PATH,
         }
         for option, for_kind in _KIND_OF_OPTION.items():
             if given[option] and sut_kind in ("openai", "http") and sut_kind != for_kind:

@@ -12,10 +12,11 @@ from rich.text import Text
 from assay.cli.common import print_usage
 from assay.cli.ood import print_ood_summary
 from assay.runner.publish import PublishCounts
+from assay.runner.rows import INVALID_ROW, TIMEOUT
 from assay.runner.summary import PASS_THRESHOLD, RunSummary
 
 #: How the run summary names each kind of failed row.
-_FAILURE_WORDS = {"invalid_row": "rejected", "timeout": "timed out", "judge_error": "judge failed"}
+_FAILURE_WORDS = {INVALID_ROW: "rejected", TIMEOUT: "timed out", "judge_error": "judge failed"}
 
 
 def _percent(value: float | None) -> str:

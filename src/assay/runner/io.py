@@ -67,30 +67,29 @@ def read_rows(path: Path) -> Iterator[Row]:
 
 def count_rows(path: Path) -> int:
     """How many rows `read_rows(path)` will yield (for progress bars); reads the file once."""
-    check_readable(path)
-    if path.suffix.lower() in PARQUET_SUFFIXES:
-        return int(_parquet_file(path).metadata.num_rows)
-    if path.suffix.lower() in CSV_SUFFIXES:
-        with _open_csv(path) as handle:
-            reader = csv.reader(handle)
-            next(reader, None)  # header
-            return sum(1 for cells in reader if any(cells))
-    with path.open("rb") as handle:
-        return sum(1 for line in handle if line.strip())
+    return sum(_row_marks(path))
 
 
 def has_rows(path: Path) -> bool:
     """Whether `read_rows(path)` yields anything (stops at the first row)."""
+    return any(_row_marks(path))
+
+
+def _row_marks(path: Path) -> Iterator[int]:
+    """A positive number per row `read_rows(path)` will yield (Parquet: one, its row count),
+    without parsing them; lazy, so `any` stops at the first."""
     check_readable(path)
     if path.suffix.lower() in PARQUET_SUFFIXES:
-        return int(_parquet_file(path).metadata.num_rows) > 0
+        yield int(_parquet_file(path).metadata.num_rows)
+        return
     if path.suffix.lower() in CSV_SUFFIXES:
         with _open_csv(path) as handle:
             reader = csv.reader(handle)
             next(reader, None)  # header
-            return any(any(cells) for cells in reader)
+            yield from (1 for cells in reader if any(cells))
+        return
     with path.open("rb") as handle:
-        return any(line.strip() for line in handle)
+        yield from (1 for line in handle if line.strip())
 
 
 def _read_jsonl(path: Path) -> Iterator[Row]:

@@ -257,12 +257,12 @@ async def call_with_retries(
             raise failure from None
         # The same class as the last attempt's failure: an endpoint no attempt could connect to
         # stays `Unreachable`.
-        kind = Unreachable if isinstance(failure, Unreachable) else JudgeFailure
+        failure_class = Unreachable if isinstance(failure, Unreachable) else JudgeFailure
         if gave_up.out_of_time:
-            raise kind(
+            raise failure_class(
                 gave_up.retry.kind,
                 f"the next retry would pass the row's time budget: {failure.message}",
             ) from None
-        raise kind(
+        raise failure_class(
             gave_up.retry.kind, f"gave up after {gave_up.attempts} attempts: {failure.message}"
         ) from None
