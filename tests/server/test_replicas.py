@@ -41,6 +41,14 @@ def _jobs(store: Store) -> dict[str, tuple[str, int]]:
     return {job_id: (state, attempts) for job_id, state, attempts in rows}
 
 
+def _held(replica: ServerProcess) -> int:
+    """How many jobs the replica says it holds (its /healthz)."""
+    health = httpx.get(replica.url + "/healthz", timeout=30)
+    assert health.status_code == 200, f"{health.text}; its log: {replica.log_tail()}"
+    count: int = health.json()["worker"]["running"]
+    return count
+
+
 def test_two_replicas_finish_every_job_exactly_once_though_one_is_killed(
     tmp_path: Path, postgres_server: TemporaryPostgres
 ) -> None:
@@ -67,10 +75,14 @@ def test_two_replicas_finish_every_job_exactly_once_though_one_is_killed(
             )
         assert len(accepted) == JOBS
 
-        # Kill one replica mid-way, while it holds claimed jobs.
+        # Kill one replica mid-way, once it is seen holding claimed jobs (it claims the next
+        # as soon as one finishes, so it still holds some an instant later).
         deadline = time.monotonic() + 300
-        while sum(state == "done" for state, _ in _jobs(store).values()) < JOBS // 3:
-            assert time.monotonic() < deadline, "jobs are not being done"
+        while (
+            sum(state == "done" for state, _ in _jobs(store).values()) < JOBS // 3
+            or _held(replicas[0]) == 0
+        ):
+            assert time.monotonic() < deadline, "jobs are not being done by both replicas"
             time.sleep(0.1)
         replicas[0].kill()
         at_kill = _jobs(store)
@@ -87,7 +99,8 @@ def test_two_replicas_finish_every_job_exactly_once_though_one_is_killed(
         assert {state for state, _ in final.values()} == {"done"}
         assert all(attempts <= 2 for _, attempts in final.values())
         retried = {j for j, (_, attempts) in final.items() if attempts == 2}
-        assert retried and retried <= running_at_kill  # only the dead replica's claims
+        # Only the dead replica's claims were taken over.
+        assert retried and retried <= running_at_kill, replicas[0].log_tail()
 
         with store.reading() as session:
             per_job = dict(

@@ -19,6 +19,7 @@ from assay.detectors.evaluate import detect_items, parse_items
 from assay.judges import Judge, Question, Verdict, register_judge
 from assay.schema import JudgeFailure
 from assay.server import ServerSettings
+from assay.server.worker import JobWorker
 from assay.store import Store, jobs
 from assay.transport import AuthenticationError, BadRequestError
 from conftest import assert_relevance_contract, both_backends
@@ -163,6 +164,48 @@ def test_healthz_reports_the_embedding_cache(live_server: LiveServer) -> None:
     # The same item again: every text is found, none encoded.
     assert second["misses"] == first["misses"] and second["hits"] > first["hits"]
     assert 0 < second["hit_rate"] <= 1 and second["entries"] > 0 and second["max_mb"] > 0
+
+
+def test_healthz_counts_the_jobs_this_process_holds(
+    live_server: LiveServer, gated_judge: GatedJudge
+) -> None:
+    def held() -> int:
+        count: int = httpx.get(live_server.url + "/healthz").json()["worker"]["running"]
+        return count
+
+    assert held() == 0
+    item = published(async_mode=True, config={"output_relevance": {"judge": "gated"}})
+    job_id = live_server.post([item]).json()[0]["job_id"]
+    deadline = time.monotonic() + 30
+    while held() != 1:
+        assert time.monotonic() < deadline, "the worker never took the job"
+        time.sleep(0.02)
+    gated_judge.gate.set()
+    assert live_server.wait_for_job(job_id)["state"] == "done"
+    deadline = time.monotonic() + 30
+    while held() != 0:
+        assert time.monotonic() < deadline, "the finished job is still counted"
+        time.sleep(0.02)
+
+
+def test_a_crashed_job_worker_turns_healthz_503_and_is_logged(
+    make_server: ServerFactory, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def broken(self: JobWorker) -> None:
+        raise RuntimeError("worker bug")
+
+    monkeypatch.setattr(JobWorker, "_wait_for_change", broken)
+    server = make_server()
+    deadline = time.monotonic() + 30
+    while (health := httpx.get(server.url + "/healthz")).status_code == 200:
+        assert time.monotonic() < deadline, "healthz kept answering ok"
+        time.sleep(0.02)
+    assert health.status_code == 503
+    assert health.json() == {"message": "the job worker stopped; see the server log", "status": 503}
+    assert any(
+        record.levelname == "CRITICAL" and "worker bug" in str(record.exc_info)
+        for record in caplog.records
+    )
 
 
 def test_detectors_health_and_openapi(live_server: LiveServer) -> None:

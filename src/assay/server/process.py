@@ -71,7 +71,7 @@ class ServerProcess:
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(
-                    f"server exited with {self.process.returncode}: {self._log_tail()}"
+                    f"server exited with {self.process.returncode}: {self.log_tail()}"
                 )
             try:
                 if httpx.get(self.url + "/healthz", timeout=2.0).status_code == 200:
@@ -80,7 +80,7 @@ class ServerProcess:
                 pass
             time.sleep(0.2)
         self.stop()
-        raise RuntimeError(f"server did not answer within {timeout}s: {self._log_tail()}")
+        raise RuntimeError(f"server did not answer within {timeout}s: {self.log_tail()}")
 
     def kill(self) -> None:
         """SIGKILL: the process gets no chance to clean up (a crash)."""
@@ -98,7 +98,7 @@ class ServerProcess:
         except subprocess.TimeoutExpired:
             self.kill()
 
-    def _log_tail(self) -> str:
+    def log_tail(self) -> str:
         try:
             return self.log_path.read_text(errors="replace")[-2000:]
         except OSError:

@@ -189,11 +189,20 @@ async def list_detectors(request: Request) -> list[dict[str, Any]]:
 
 @router.get("/healthz", tags=["read"])
 async def health(request: Request) -> dict[str, Any]:
-    """Liveness and readiness: the database answers; job counts by state; this process's
-    embedding cache (hits, misses, hit rate, entries, bound). No key needed."""
+    """Liveness and readiness: the database answers and this process's job worker runs; job
+    counts by state; the jobs this process holds; its embedding cache (hits, misses, hit rate,
+    entries, bound). No key needed."""
     store = request.app.state.store
+    worker = request.app.state.worker
+    if not worker.alive:
+        raise ServerError(503, "the job worker stopped; see the server log")
     try:
         counts = await asyncio.to_thread(jobs.counts, store)
     except Exception as error:
         raise ServerError(503, f"database unavailable: {type(error).__name__}") from None
-    return {"status": "ok", "jobs": counts, "embedding_cache": shared_cache().stats().to_dict()}
+    return {
+        "status": "ok",
+        "jobs": counts,
+        "worker": {"running": worker.running},
+        "embedding_cache": shared_cache().stats().to_dict(),
+    }

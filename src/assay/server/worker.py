@@ -46,6 +46,17 @@ class JobWorker:
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="assay-job-worker")
+        self._task.add_done_callback(_report_stop)
+
+    @property
+    def alive(self) -> bool:
+        """Whether the worker is still claiming jobs (False once stopped or crashed)."""
+        return self._task is not None and not self._task.done()
+
+    @property
+    def running(self) -> int:
+        """How many jobs this process holds right now."""
+        return len(self._running)
 
     def wake(self) -> None:
         """Look for jobs now (called after a request queued one)."""
@@ -157,3 +168,10 @@ class JobWorker:
                 continue
             if not held:
                 return
+
+
+def _report_stop(task: asyncio.Task[None]) -> None:
+    # A worker that dies leaves the server answering but finishing no job: say why, loudly
+    # (and /healthz turns 503 so a load balancer can replace the replica).
+    if not task.cancelled() and task.exception() is not None:
+        logger.critical("the job worker stopped", exc_info=task.exception())
