@@ -140,6 +140,11 @@ def test_metrics_show_json_is_the_same_as_format_json() -> None:
         (["nope"], "error: No such command 'nope'"),
         (["run", "rows.jsonl", "--workers", "zero"], "error: Invalid value for '--workers'"),
         (["detect", "-r", "x", "--explain", "true"], "error: Got unexpected extra argument"),
+        # NaN passes a plain range check (it compares false), so the option says what it needs.
+        (
+            ["serve", "--job-lease-seconds", "nan"],
+            "error: Invalid value for '--job-lease-seconds': must be a number of seconds from 0.1",
+        ),
     ],
 )
 def test_usage_errors_are_one_line_naming_where_help_is(

@@ -289,7 +289,12 @@ def test_publish_without_names_is_rejected_in_process(overlap_judge: OverlapJudg
 
 
 @pytest.mark.parametrize(
-    ("arguments", "word"), [({"timeout": 0}, "timeout"), ({"max_retries": -1}, "max_retries")]
+    ("arguments", "word"),
+    [
+        ({"timeout": 0}, "timeout"),
+        ({"timeout": float("nan")}, "timeout"),
+        ({"max_retries": -1}, "max_retries"),
+    ],
 )
 def test_client_rejects_bad_settings(arguments: dict[str, Any], word: str) -> None:
     with pytest.raises(ValueError, match=word):

@@ -243,6 +243,7 @@ def test_workers_do_not_change_results_or_order(tmp_path: Path) -> None:
         (RunOptions(workers=0), "workers"),
         (RunOptions(stream_batch_size=0), "stream_batch_size"),
         (RunOptions(row_timeout=-1), "row_timeout"),
+        (RunOptions(row_timeout=float("nan")), "row_timeout"),
     ],
 )
 def test_bad_run_options_name_the_option(tmp_path: Path, options: RunOptions, field: str) -> None:

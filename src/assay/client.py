@@ -146,7 +146,7 @@ class _ClientBase:
         max_retries: int = 2,
         judge: str | None = None,
     ) -> None:
-        if timeout <= 0:
+        if not timeout > 0:  # NaN fails too
             raise ValueError(f"timeout must be positive seconds, got {timeout!r}")
         if max_retries < 0:
             raise ValueError(f"max_retries must be 0 or more, got {max_retries!r}")
@@ -257,7 +257,7 @@ class _ClientBase:
         return Job(body)
 
     async def _wait_job(self, job_id: str, timeout: float, poll_interval: float) -> Job:
-        if timeout <= 0 or poll_interval <= 0:
+        if not (timeout > 0 and poll_interval > 0):  # NaN fails too
             raise ValueError("timeout and poll_interval must be positive seconds")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout

@@ -100,6 +100,10 @@ def test_ood_over_the_http_kind_sees_an_over_refusing_bot(
         # Where results go is checked before any question is asked.
         (["--junit", "/dev/null/x.xml"], "--junit: cannot write /dev/null/x.xml: /dev/null is"),
         (["--out", "/dev/null/x.jsonl"], "--out: cannot write /dev/null/x.jsonl: /dev/null is"),
+        # NaN passes a plain range check (it compares false): the gates refuse it by name.
+        (["--fail-under", "nan"], "'--fail-under': must be a number from 0 to 1, got nan"),
+        (["--max-over-rejection", "1.5"], "'--max-over-rejection': must be a number from 0 to 1"),
+        (["--max-missed-refusal", "nan"], "'--max-missed-refusal': must be a number from 0 to 1"),
     ],
 )
 def test_ood_bad_options_fail_in_one_line(

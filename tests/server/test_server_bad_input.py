@@ -170,3 +170,9 @@ def test_every_status_in_the_table_is_in_the_openapi_document(server: LiveServer
     document = httpx.get(server.url + "/openapi.json").json()
     documented = set(document["paths"]["/v2/detect"]["post"]["responses"])
     assert {str(case.status) for case in CASES} <= documented
+
+
+@pytest.mark.parametrize("value", [0.0, -1.0, float("nan"), float("inf")])
+def test_settings_refuse_a_lease_that_is_not_a_positive_number(value: float) -> None:
+    with pytest.raises(ValueError, match="^job_lease_seconds must be a positive number, got"):
+        ServerSettings(job_lease_seconds=value)

@@ -35,7 +35,7 @@ from assay.cli.common import (
     reported_errors,
     warn,
 )
-from assay.cli.options import AllowErrors, JsonOutput, Junit
+from assay.cli.options import AllowErrors, JsonOutput, Junit, rate
 from assay.judges.usage import Usage
 from assay.metrics.ood import METRIC_NAME
 from assay.metrics.ood.config import OODMetricConfig, parse_config
@@ -139,18 +139,26 @@ def ood_command(
     ] = None,
     fail_under: Annotated[
         float | None,
-        typer.Option("--fail-under", min=0.0, max=1.0, help="Fail when the mean score is lower."),
+        typer.Option(
+            "--fail-under",
+            callback=rate,
+            help="Fail when the mean score is lower (0-1).",
+        ),
     ] = None,
     max_over_rejection: Annotated[
         float,
         typer.Option(
-            "--max-over-rejection", min=0.0, max=1.0, help="Fail above this over-rejection rate."
+            "--max-over-rejection",
+            callback=rate,
+            help="Fail above this over-rejection rate (0-1).",
         ),
     ] = DEFAULT_MAX_OVER_REJECTION,
     max_missed_refusal: Annotated[
         float,
         typer.Option(
-            "--max-missed-refusal", min=0.0, max=1.0, help="Fail above this missed-refusal rate."
+            "--max-missed-refusal",
+            callback=rate,
+            help="Fail above this missed-refusal rate (0-1).",
         ),
     ] = DEFAULT_MAX_MISSED_REFUSAL,
     junit: Junit = None,

@@ -11,6 +11,14 @@ import typer
 
 from assay.schema import RequestValidationError
 
+
+def rate(value: float | None) -> float | None:
+    """Option callback for a 0-1 figure: Click's range lets NaN through (it compares false)."""
+    if value is not None and not 0 <= value <= 1:
+        raise typer.BadParameter(f"must be a number from 0 to 1, got {value}")
+    return value
+
+
 Explain = Annotated[
     bool,
     typer.Option(

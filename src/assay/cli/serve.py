@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated
 
@@ -10,6 +11,13 @@ import typer
 from assay.cli.common import reported_errors
 
 _SERVE_OPTIONS = {"database_url": "--database-url", "api_keys_file": "--api-keys-file"}
+
+
+def _lease_seconds(value: float) -> float:
+    # Click's own range check lets NaN through (it compares false).
+    if not 0.1 <= value < math.inf:
+        raise typer.BadParameter(f"must be a number of seconds from 0.1, got {value}")
+    return value
 
 
 def serve_command(
@@ -41,7 +49,11 @@ def serve_command(
         int, typer.Option(min=1, help="Most items in one detect request; more get 413.")
     ] = 100,
     job_lease_seconds: Annotated[
-        float, typer.Option(min=0.1, help="Seconds before a dead worker's job is taken over.")
+        float,
+        typer.Option(
+            callback=_lease_seconds,
+            help="Seconds (at least 0.1) before a dead worker's job is taken over.",
+        ),
     ] = 60.0,
     job_concurrency: Annotated[
         int, typer.Option(min=1, help="Async jobs this process works on at once.")

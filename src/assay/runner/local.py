@@ -77,8 +77,10 @@ class RunOptions:
         for name in ("batch_size", "stream_batch_size", "workers"):
             if getattr(self, name) < 1:
                 raise RequestValidationError(name, f"must be at least 1, got {getattr(self, name)}")
-        if self.row_timeout is not None and self.row_timeout <= 0:
-            raise RequestValidationError("row_timeout", f"must be positive, got {self.row_timeout}")
+        if self.row_timeout is not None and not self.row_timeout > 0:  # NaN fails too
+            raise RequestValidationError(
+                "row_timeout", f"must be a positive number of seconds, got {self.row_timeout}"
+            )
 
 
 def default_output_path(input_path: Path) -> Path:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Mapping
@@ -81,8 +82,8 @@ class ServerSettings:
             "judge_timeout_seconds": self.judge_timeout_seconds,
         }
         for name, value in positive.items():
-            if value <= 0:
-                raise ValueError(f"{name} must be positive, got {value!r}")
+            if not 0 < value < math.inf:  # NaN fails too
+                raise ValueError(f"{name} must be a positive number, got {value!r}")
         if self.max_text_chars > MAX_TEXT_CHARS:
             raise ValueError(f"max_text_chars may be at most {MAX_TEXT_CHARS}")
         both = self.api_keys & set(self.scoped_keys)
