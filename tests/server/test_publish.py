@@ -203,6 +203,33 @@ def test_a_batch_sent_twice_is_stored_once(live_server: LiveServer) -> None:
     assert len(stored_items(live_server)) == 3
 
 
+@both_backends
+def test_one_run_published_to_two_applications_or_models_is_stored_in_each(
+    make_server: ServerFactory,
+) -> None:
+    server = make_server(scoped_keys={"shop-key": frozenset({"shop"})})
+    body = {"model_name": "m1", "run_id": "nightly-1", "items": [published_item("row-1")]}
+
+    def publish(application: str, model: str = "m1", key: str = API_KEY) -> Any:
+        response = server.post(
+            {**body, "model_name": model},
+            path=f"/v1/applications/{application}/detections",
+            headers={"Authorization": f"Bearer {key}"},
+        )
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    assert publish("bank") == {"stored": 1, "already_stored": 0}
+    assert publish("bank") == {"stored": 0, "already_stored": 1}
+    assert publish("bank", model="m2") == {"stored": 1, "already_stored": 0}
+    # Another application's rows are neither skipped nor hinted at, even to a key scoped
+    # away from it.
+    assert publish("shop", key="shop-key") == {"stored": 1, "already_stored": 0}
+    for application, count in (("bank", 2), ("shop", 1)):
+        page = server.get(f"/v1/applications/{application}/detections").json()
+        assert page["total"] == count
+
+
 @pytest.mark.parametrize(
     ("path", "body", "status", "message"),
     [

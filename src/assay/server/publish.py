@@ -2,8 +2,10 @@
 
 `assay run --publish` scores a dataset on the caller's machine and sends the results here in
 batches, so a nightly evaluation shows on the dashboard like live traffic. Each item is stored
-under a request id derived from the run's id and the item's key, and an item whose id is already
-stored is skipped: a batch sent again (a retry after a lost answer, a resumed run) is stored once.
+under a request id derived from the application, the model, the run's id and the item's key, and
+an item whose id is already stored is skipped: a batch sent again (a retry after a lost answer, a
+resumed run) is stored once, while the same run published to another application or model is
+stored there too (and says nothing about what other applications hold).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ router = APIRouter()
 #: The models a published result may be; pydantic names them in an error's location.
 RESULT_MODELS = (DetectorResult.__name__, DetectorError.__name__)
 
-#: Namespace of the request ids of published items (uuid5 of run id and key).
+#: Namespace of the request ids of published items (uuid5 of application, model, run id, key).
 PUBLISHED_NAMESPACE = uuid.UUID("6f1d8a52-3c1e-4e0b-9a57-2d4f3c8e9b10")
 
 _RESPONSES: dict[int | str, dict[str, Any]] = {
@@ -60,9 +62,12 @@ _REQUEST_BODY = {
 }
 
 
-def published_request_id(run_id: str, key: str) -> str:
-    """The request id an item of a run is stored under (the same every time it is sent)."""
-    return str(uuid.uuid5(PUBLISHED_NAMESPACE, f"{run_id}\n{key}"))
+def published_request_id(application: str, model: str, run_id: str, key: str) -> str:
+    """The request id an item of a run is stored under (the same every time it is sent to the
+    same application and model). Names cannot hold a line break, so the parts cannot run into
+    each other; the run id and key may, so they come last, with their lengths."""
+    name = f"{application}\n{model}\n{len(run_id)}:{run_id}\n{key}"
+    return str(uuid.uuid5(PUBLISHED_NAMESPACE, name))
 
 
 def _parse(body: Any) -> PublishRequest:
@@ -127,7 +132,10 @@ def _store(request: Request, application: str, body: PublishRequest) -> int:
 
 
 def _store_new(request: Request, application: str, body: PublishRequest) -> int:
-    ids = {item.key: published_request_id(body.run_id, item.key) for item in body.items}
+    ids = {
+        item.key: published_request_id(application, body.model_name, body.run_id, item.key)
+        for item in body.items
+    }
     with request.app.state.store.transaction() as session:
         seen = stored_request_ids(session, set(ids.values()))
         new: list[PublishedItem] = [item for item in body.items if ids[item.key] not in seen]
