@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from assay.detectors.evaluate import parse_items
-from assay.schema import MAX_TEXT_CHARS, RequestValidationError
+from assay.schema import MAX_CONTEXT_DOCUMENTS, MAX_TEXT_CHARS, RequestValidationError
 
 GOOD: dict[str, Any] = {
     "user_query": "What is your return policy?",
@@ -58,6 +58,19 @@ CASES: list[tuple[str, Any, str, str]] = [
         {**GOOD, "generated_text": "x" * (MAX_TEXT_CHARS + 1)},
         "[0].generated_text",
         str(MAX_TEXT_CHARS),
+    ),
+    # A limit says which one, not the union's type message.
+    (
+        "too many documents",
+        {**GOOD, "context": ["x"] * (MAX_CONTEXT_DOCUMENTS + 1)},
+        "[0].context",
+        f"{MAX_CONTEXT_DOCUMENTS + 1} documents; the limit is {MAX_CONTEXT_DOCUMENTS}",
+    ),
+    (
+        "over-long context",
+        {**GOOD, "context": ["x" * 60_000, "y" * 60_000]},
+        "[0].context",
+        f"120000 characters in total; the limit is {MAX_TEXT_CHARS}",
     ),
     (
         "unknown judge",

@@ -260,3 +260,26 @@ def test_real_process_bad_input_has_no_traceback() -> None:
     assert "generated_text" in completed.stderr
     assert "Traceback" not in completed.stderr + completed.stdout
     assert len(completed.stderr.strip().splitlines()) == 1
+
+
+def test_run_honours_a_rows_own_explain_unless_a_flag_overrides_it(tmp_path: Path) -> None:
+    quiet = {"completeness": {"explain": False}}
+    rows = [
+        {"user_query": QUERY, "context": CONTEXT, "generated_text": RESPONSE, "config": quiet},
+        {"user_query": QUERY, "context": CONTEXT, "generated_text": RESPONSE},
+    ]
+    data = tmp_path / "rows.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+
+    def explained(*flags: str) -> list[bool]:
+        out = tmp_path / f"out{len(flags)}.jsonl"
+        result = runner.invoke(app, ["run", str(data), "--out", str(out), *flags])
+        assert result.exit_code == 0, result.output
+        lines = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+        return [
+            all(e["explanation"] for e in line["completeness"]["instructions_list"])
+            for line in lines
+        ]
+
+    assert explained() == [False, True]  # the row's own false; the wire's default elsewhere
+    assert explained("--explain") == [True, True]

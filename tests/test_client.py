@@ -138,8 +138,11 @@ def test_detect_function_scores_one_response() -> None:
     result = assay.detect(ON_TOPIC, user_query=QUERY, detectors="output_relevance")
     assert list(result) == ["output_relevance"]
     assert_relevance_contract(result.output_relevance)
-    assert {entry["explanation"] for entry in result.output_relevance["instructions_list"]} == {""}
-    off_topic = assay.detect(OFF_TOPIC, user_query=QUERY, explain=True)
+    # Explained by default, as every other way in; explain=False leaves explanations empty.
+    assert all(entry["explanation"] for entry in result.output_relevance["instructions_list"])
+    quiet = assay.detect(ON_TOPIC, user_query=QUERY, explain=False)
+    assert {entry["explanation"] for entry in quiet.output_relevance["instructions_list"]} == {""}
+    off_topic = assay.detect(OFF_TOPIC, user_query=QUERY)
     assert mean_follow_probability(off_topic["output_relevance"]) < mean_follow_probability(
         result["output_relevance"]
     )

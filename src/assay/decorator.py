@@ -218,17 +218,19 @@ def detect(
     user_query: str | None = None,
     context: str | Sequence[str] | None = None,
     detectors: str | Iterable[str] = ("output_relevance",),
-    explain: bool = False,
+    explain: bool = True,
     *,
     judge: str | None = None,
 ) -> DetectResponseItem:
     """Score one response in-process and return detector name -> result.
 
     generated_text: the response to judge.
-    user_query: the question it answers (required by output_relevance and completeness).
+    user_query: the question it answers (required by output_relevance; completeness uses it
+        when given).
     context: the context document(s) it should draw on (required by completeness).
     detectors: the detector name(s) to run.
-    explain: whether each instruction gets an explanation.
+    explain: whether each instruction gets an explanation (by default it does, as everywhere
+        else; False leaves them empty).
     judge: judge backend (default `$ASSAY_JUDGE`, else "embedded").
     Raises `RequestValidationError` naming the offending argument, and `DetectorFailed` when a
     detector cannot score the response.

@@ -167,7 +167,7 @@ class DetectRequestItem(BaseModel):
             raise ValueError(f"{len(documents)} documents; the limit is {MAX_CONTEXT_DOCUMENTS}")
         total = sum(len(d) for d in documents)
         if total > MAX_TEXT_CHARS:
-            raise ValueError(f"context is {total} characters; the limit is {MAX_TEXT_CHARS}")
+            raise ValueError(f"{total} characters in total; the limit is {MAX_TEXT_CHARS}")
         return value
 
     def context_documents(self) -> list[str]:

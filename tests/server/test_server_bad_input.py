@@ -120,6 +120,7 @@ CASES = [
         413,
         "[0].context",
     ),
+    Case("too many documents", _item(context=["c"] * 201), 413, "[0].context: 201 documents"),
     Case("too many items", _json([relevance_item()] * 101), 413, "101 items"),
     Case("body over the byte limit", b'["' + b"x" * (9 * 1024 * 1024) + b'"]', 413, "bytes"),
 ]

@@ -25,9 +25,9 @@ def run_scorer(
     if metric is None:
         if config is not None:
             raise RequestValidationError("config", "only applies with --metric")
-        # Explanations are on unless --no-explain: they are what a reader of the report triages.
-        explained = True if explain is None else explain
-        return DetectorScorer(tuple(detector) if detector else None, explained, judge, column_map)
+        # Neither flag: each row's own `explain` holds, and a row that does not say is explained
+        # (the wire default): explanations are what a reader of the report triages.
+        return DetectorScorer(tuple(detector) if detector else None, explain, judge, column_map)
     if detector:
         raise RequestValidationError("detector", "give --detector or --metric, not both")
     if judge is not None:

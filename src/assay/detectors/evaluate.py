@@ -95,7 +95,11 @@ def parse_item(raw: Any, index: int | None = None) -> DetectRequestItem:
         except ValidationError as error:
             first = error.errors()[0]
             message = first["msg"].removeprefix("Value error, ")
-            if tuple(first["loc"][:1]) == ("context",) and len(first["loc"]) <= 2:
+            if (
+                tuple(first["loc"][:1]) == ("context",)
+                and len(first["loc"]) <= 2
+                and first["type"] != "value_error"  # a limit, which says what it is itself
+            ):
                 # A union: pydantic reports only its first member ("a valid string").
                 message = "must be a string or a list of strings"
             raise RequestValidationError(field_location(index, first["loc"]), message) from None

@@ -19,6 +19,7 @@ from typing import Any
 
 from fastapi import Request
 
+from assay.schema import MAX_CONTEXT_DOCUMENTS
 from assay.server.errors import ServerError
 from assay.server.settings import ServerSettings
 
@@ -194,6 +195,12 @@ def check_limits(body: Any, settings: ServerSettings) -> None:
         context = item.get("context")
         documents = [context] if isinstance(context, str) else context
         if isinstance(documents, list):
+            if len(documents) > MAX_CONTEXT_DOCUMENTS:
+                raise ServerError(
+                    413,
+                    f"[{index}].context: {len(documents)} documents; "
+                    f"the limit is {MAX_CONTEXT_DOCUMENTS}",
+                )
             total = sum(len(doc) for doc in documents if isinstance(doc, str))
             if total > limit:
                 raise ServerError(
