@@ -24,7 +24,7 @@ from assay.runner.output import iter_output_lines
 from assay.server.process import free_port
 from conftest import both_backends
 
-from .conftest import API_KEY, LiveServer, ServerFactory
+from .conftest import API_KEY, AUTH, LiveServer, ServerFactory
 
 HERE = Path(__file__).resolve().parents[1]
 WITH_TEST_JUDGES = [sys.executable, str(HERE / "assay_with_test_judges.py")]
@@ -241,6 +241,38 @@ def test_one_run_published_to_two_applications_or_models_is_stored_in_each(
         ),
         (
             "/v1/applications/nightly/detections",
+            {
+                "model_name": "m1",
+                "run_id": "r",
+                "items": [{"key": "1", "generated_text": "x", "results": {"nope": {"score": 1}}}],
+            },
+            422,
+            "items[0].results.nope: unknown detector",
+        ),
+        (
+            "/v1/applications/nightly/detections",
+            {
+                "model_name": "m1",
+                "run_id": "r",
+                "items": [
+                    {
+                        "key": "1",
+                        "generated_text": "x",
+                        "results": {"output_relevance": {"error": True}},
+                    }
+                ],
+            },
+            422,
+            "items[0].results.output_relevance.kind: Field required",
+        ),
+        (
+            "/v1/applications/nightly/detections",
+            {"model_name": "bad name", "run_id": "r", "items": [published_item("1")]},
+            422,
+            "model_name: may hold only",
+        ),
+        (
+            "/v1/applications/nightly/detections",
             {"model_name": "bad name", "run_id": "r", "items": [published_item("1")]},
             422,
             "model_name",
@@ -280,6 +312,9 @@ def test_one_run_published_to_two_applications_or_models_is_stored_in_each(
     ],
     ids=[
         "unknown-detector",
+        "unknown-detector-any-shape",
+        "error-object-missing-fields",
+        "bad-model-message",
         "bad-model",
         "missing-text",
         "bad-result",
@@ -296,6 +331,19 @@ def test_a_bad_publish_body_is_a_4xx_naming_the_field(
 
     assert response.status_code == status
     assert message in response.json()["message"]
+
+
+def test_a_lone_surrogate_in_a_published_text_is_named(live_server: LiveServer) -> None:
+    body = {"model_name": "m1", "run_id": "r", "items": [published_item("\ud800")]}
+    response = httpx.post(
+        live_server.url + "/v1/applications/nightly/detections",
+        content=json.dumps(body).encode("ascii"),  # JSON's \ud800 escape, as a client sends it
+        headers={**AUTH, "Content-Type": "application/json"},
+        timeout=60,
+    )
+    assert response.status_code == 422
+    assert response.json()["message"].startswith("items[0].key: ")
+    assert "U+D800" in response.json()["message"]
 
 
 def test_a_scoped_key_publishes_only_to_its_applications(make_server: ServerFactory) -> None:

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from sqlalchemy.exc import IntegrityError
 
 from assay.detectors import DETECTORS
-from assay.detectors.evaluate import field_location
+from assay.detectors.evaluate import check_encodable, field_location
 from assay.schema import (
     APPLICATION_NAME_PATTERN,
     APPLICATION_NAME_RULE,
@@ -27,6 +27,7 @@ from assay.schema import (
     DetectorResult,
     PublishedItem,
     PublishRequest,
+    RequestValidationError,
     check_name,
 )
 from assay.server.auth import require_key
@@ -70,25 +71,61 @@ def published_request_id(application: str, model: str, run_id: str, key: str) ->
     return str(uuid.uuid5(PUBLISHED_NAMESPACE, name))
 
 
+def _raw_results(body: Any) -> list[tuple[int, str, Any]]:
+    """(item index, detector name, raw result) for each result of a body, as far as its shape
+    lets them be read (validation names what is wrong with the rest)."""
+    items = body.get("items") if isinstance(body, dict) else None
+    found: list[tuple[int, str, Any]] = []
+    for index, item in enumerate(items if isinstance(items, list) else []):
+        results = item.get("results") if isinstance(item, dict) else None
+        if isinstance(results, dict):
+            found.extend((index, name, result) for name, result in results.items())
+    return found
+
+
 def _parse(body: Any) -> PublishRequest:
+    try:
+        check_encodable(body)
+    except RequestValidationError as error:
+        raise ServerError(422, str(error)) from None
+    raw_results = _raw_results(body)
+    # Named before the results' shapes are checked: a wrong name explains any shape.
+    for index, name, _ in raw_results:
+        if name not in DETECTORS:
+            raise ServerError(
+                422,
+                f"items[{index}].results.{field_location(None, [name])}: unknown detector; "
+                f"known: {', '.join(DETECTORS)}",
+            )
     try:
         request = PublishRequest.model_validate(body)
     except ValidationError as error:
-        first = error.errors()[0]
+        first = _relevant_error(error, {(i, n): r for i, n, r in raw_results})
         where = field_location(None, first["loc"], RESULT_MODELS) or "body"
-        raise ServerError(422, f"{where}: {first['msg']}") from None
-    for index, item in enumerate(request.items):
-        for name in item.results:
-            if name not in DETECTORS:
-                raise ServerError(
-                    422,
-                    f"items[{index}].results.{name}: unknown detector; known: "
-                    f"{', '.join(DETECTORS)}",
-                )
+        raise ServerError(422, f"{where}: {_message(first['msg'])}") from None
     keys = [item.key for item in request.items]
     if len(set(keys)) != len(keys):
         raise ServerError(422, "items: a key appears twice in one request")
     return request
+
+
+def _relevant_error(error: ValidationError, results: dict[tuple[Any, Any], Any]) -> Any:
+    """The first error worth reporting. A result is a result or an error object, and pydantic
+    reports both members' complaints: keep those of the member the result meant to be (an
+    error object when it has an `error` key)."""
+    for found in error.errors():
+        loc = found["loc"]
+        if len(loc) > 4 and loc[0] == "items" and loc[2] == "results" and loc[4] in RESULT_MODELS:
+            raw = results.get((loc[1], loc[3]))
+            meant = DetectorError if isinstance(raw, dict) and "error" in raw else DetectorResult
+            if loc[4] != meant.__name__:
+                continue
+        return found
+    return error.errors()[0]
+
+
+def _message(text: str) -> str:
+    return text.removeprefix("Value error, ")
 
 
 @router.post(
