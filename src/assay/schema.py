@@ -281,10 +281,13 @@ class JudgeFailure(AssayError):
 class DetectorFailed(AssayError):
     """Raised under `must_compute="all_or_none"` when any detector of an item fails."""
 
-    def __init__(self, detector: str, failure: JudgeFailure) -> None:
-        super().__init__(f"detector {detector!r} failed: {failure}")
+    def __init__(self, detector: str, failure: JudgeFailure, item: int | None = None) -> None:
+        """item: the item's position in its request, named in the message when given."""
+        where = f"[{item}].config.{detector}: " if item is not None else ""
+        super().__init__(f"{where}detector {detector!r} failed: {failure}")
         self.detector = detector
         self.failure = failure
+        self.item = item
 
 
 def round_probability(value: float) -> float:

@@ -265,10 +265,13 @@ def _stored_rows(server: LiveServer) -> int:
 def test_all_or_none_failure_is_503_and_stores_nothing(
     live_server: LiveServer, half_broken: str
 ) -> None:
-    response = live_server.post([published(), _two_detectors(half_broken, "all_or_none")])
+    async_item = published(async_mode=True)
+    body = [async_item, published(), _two_detectors(half_broken, "all_or_none")]
+    response = live_server.post(body)
     assert response.status_code == 503
     assert response.json()["status"] == 503
-    assert "completeness" in response.json()["message"]
+    # Named by its place in the request, though the async item before it was not judged.
+    assert response.json()["message"].startswith("[2].config.completeness: detector")
     assert _stored_rows(live_server) == 0
 
 
@@ -372,3 +375,27 @@ def test_clean_shutdown_hands_running_jobs_back(
     next(running, None)  # stop the server while the job waits on the judge
     job = jobs.get(Store(database_url), job_id)
     assert job is not None and (job.state, job.attempts) == ("queued", 0)
+
+
+def test_read_routes_refuse_unknown_parameters_and_filter_by_model(
+    live_server: LiveServer,
+) -> None:
+    for model in ("m1", "m2"):
+        body = [published(model=model)]
+        assert live_server.post(body).status_code == 200
+    path = "/v1/applications/shop"
+    page = live_server.get(f"{path}/detections", params={"model": "m2"}).json()
+    assert page["total"] == 1 and page["items"][0]["model_name"] == "m2"
+    series = live_server.get(f"{path}/metrics", params={"model": "m1"}).json()["detectors"]
+    assert [bucket["count"] for bucket in series["output_relevance"]] == [1]
+    for route, parameter in ((f"{path}/detections", "detecter"), (f"{path}/metrics", "limit")):
+        response = live_server.get(route, params={parameter: "x"})
+        assert response.status_code == 422
+        assert response.json()["message"].startswith(f"{parameter}: unknown query parameter")
+    head = httpx.head(live_server.url + "/healthz")
+    assert head.status_code == 200 and head.content == b""
+    document = httpx.get(live_server.url + "/openapi.json").json()
+    assert "503" in document["paths"]["/healthz"]["get"]["responses"]
+    # No page that would fetch Swagger or ReDoc from a CDN.
+    assert httpx.get(live_server.url + "/docs").status_code == 404
+    assert httpx.get(live_server.url + "/redoc").status_code == 404

@@ -218,6 +218,10 @@ def test_items_are_paged_and_pages_keep_the_filters(
 ) -> None:
     two_models(live_server, 30, 2, timedelta(seconds=30))
     page = browser_page
+    errors: list[str] = []
+    page.on(
+        "console", lambda message: errors.append(message.text) if message.type == "error" else None
+    )
 
     page.goto(live_server.url + "/applications/shop?model=model-a")
     assert page.locator("#items tr.item").count() == 25
@@ -231,6 +235,12 @@ def test_items_are_paged_and_pages_keep_the_filters(
     assert page.locator('#pages a[rel="next"]').count() == 0
     page.click('#pages a[rel="prev"]')
     assert page.locator("#items tr.item td.when").all_inner_texts() == first_page
+    # A page past the end (an old link) shows the last one.
+    page.goto(live_server.url + "/applications/shop?model=model-a&page=99")
+    assert page.locator("#items tr.item").count() == 5
+    assert page.locator('#pages a[rel="next"]').count() == 0
+    assert "page=1" in (page.locator('#pages a[rel="prev"]').get_attribute("href") or "")
+    assert not errors  # not even a missing favicon
 
 
 def test_models_are_compared_per_detector_and_instruction(

@@ -238,7 +238,8 @@ async def detect_items(
         for name, config in item.config.items():
             result = build_result(DETECTORS[name], answers[(item_index, name)], config.explain)
             if isinstance(result, DetectorError) and item.must_compute == "all_or_none":
-                raise DetectorFailed(name, JudgeFailure(result.kind, result.message))
+                failure = JudgeFailure(result.kind, result.message)
+                raise DetectorFailed(name, failure, item_index)
             response[name] = result.model_dump(mode="json")
         responses.append(response)
     return responses
@@ -255,8 +256,8 @@ def failed_results(
     """
     responses: list[dict[str, Any]] = []
     error = DetectorError(kind=failure.kind, message=failure.message).model_dump(mode="json")
-    for item in items:
+    for index, item in enumerate(items):
         if item.must_compute == "all_or_none":
-            raise DetectorFailed(next(iter(item.config)), failure)
+            raise DetectorFailed(next(iter(item.config)), failure, index)
         responses.append({name: dict(error) for name in item.config})
     return responses

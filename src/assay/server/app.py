@@ -56,6 +56,10 @@ def create_app(settings: ServerSettings) -> FastAPI:
         summary="AIMon-compatible detectors for LLM outputs, with storage and a dashboard.",
         version="0.1.0",
         lifespan=lifespan,
+        # FastAPI's /docs and /redoc pages load their scripts from a CDN: blank offline, and a
+        # call out of a tool that otherwise makes none. /openapi.json opens in any viewer.
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.settings = settings
     app.state.store = Store(settings.database_url, settings.database_pool_size)

@@ -146,6 +146,7 @@ def _rubric_order(comparison: ModelComparison) -> list[tuple[str, str, dict[str,
 def _page(session: Session, view: DetectionFilter, page: int) -> dict[str, Any]:
     total = item_count(session, view)
     pages = max(1, math.ceil(total / PAGE_SIZE))
+    page = min(page, pages)  # past the end (an old link, fewer items now): the last page
     items = items_page(session, view, PAGE_SIZE, (page - 1) * PAGE_SIZE)
     found = span(session, view)
     width = bucket_width(*found) if found else timedelta(seconds=1)
@@ -216,8 +217,8 @@ async def application_page(name: str, request: Request) -> HTMLResponse:
         name=name,
         filters=shown,
         detectors=list(DETECTORS),
-        previous_link=link(page - 1) if page > 1 else None,
-        next_link=link(page + 1) if page < data["pages"] else None,
+        previous_link=link(data["page"] - 1) if data["page"] > 1 else None,
+        next_link=link(data["page"] + 1) if data["page"] < data["pages"] else None,
         explanations=_explanation,
         **data,
     )

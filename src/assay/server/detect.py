@@ -124,8 +124,11 @@ async def _detect(request: Request) -> list[dict[str, Any]]:
         try:
             computed = await judge_in_time([items[i] for i in now], settings) if now else []
         except DetectorFailed as error:
+            # Named by its place in the request (async items were not in the judged list).
+            place = now[error.item] if error.item is not None else None
+            failed = DetectorFailed(error.detector, error.failure, place)
             raise ServerError(
-                503, f"{error}; nothing was stored (must_compute=all_or_none)"
+                503, f"{failed}; nothing was stored (must_compute=all_or_none)"
             ) from None
         responses: list[dict[str, Any]] = [{} for _ in items]
         for index, result in zip(now, computed, strict=True):

@@ -7,7 +7,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, TypeVar
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.routing import APIRoute
 from sqlalchemy.orm import Session
 
 from assay.detectors import DETECTORS
@@ -23,7 +24,21 @@ from assay.store.detections import (
     score_series,
 )
 
-router = APIRouter()
+
+def _known_parameters_only(request: Request) -> None:
+    """422 for a query parameter the endpoint does not take: a misspelt filter (`?detecter=`)
+    would otherwise return everything, unfiltered, without a word."""
+    route = request.scope.get("route")
+    known = (
+        {p.alias for p in route.dependant.query_params} if isinstance(route, APIRoute) else set()
+    )
+    unknown = sorted(set(request.query_params) - known)
+    if unknown:
+        takes = f"it takes {', '.join(sorted(known))}" if known else "it takes none"
+        raise ServerError(422, f"{unknown[0]}: unknown query parameter; {takes}")
+
+
+router = APIRouter(dependencies=[Depends(_known_parameters_only)])
 T = TypeVar("T")
 
 _AUTH: dict[int | str, dict[str, Any]] = {
@@ -38,6 +53,7 @@ _APP: dict[int | str, dict[str, Any]] = {
 Since = Annotated[datetime | None, Query(description="Only detections at or after (ISO 8601).")]
 Until = Annotated[datetime | None, Query(description="Only detections before (ISO 8601).")]
 DetectorName = Annotated[str | None, Query(description="Only this detector.")]
+ModelName = Annotated[str | None, Query(description="Only this model.")]
 
 
 #: Largest `offset` accepted: far beyond any real table, well inside SQL's 64-bit integers.
@@ -110,6 +126,7 @@ async def list_detections(
     name: str,
     request: Request,
     detector: DetectorName = None,
+    model: ModelName = None,
     since: Since = None,
     until: Until = None,
     limit: Annotated[int, Query(ge=1, le=500, description="Page size.")] = 50,
@@ -129,6 +146,7 @@ async def list_detections(
             until=until,
             limit=limit,
             offset=offset,
+            model=model,
         )
         return {
             "application": name,
@@ -149,6 +167,7 @@ async def application_metrics(
         Literal["minute", "hour", "day"], Query(description="Bucket width.")
     ] = "hour",
     detector: DetectorName = None,
+    model: ModelName = None,
     since: Since = None,
     until: Until = None,
 ) -> dict[str, Any]:
@@ -165,6 +184,7 @@ async def application_metrics(
             detector=detector,
             since=since,
             until=until,
+            model=model,
         )
         return {"application": name, "bucket": bucket, "detectors": series}
 
@@ -187,7 +207,15 @@ async def list_detectors(request: Request) -> list[dict[str, Any]]:
     ]
 
 
-@router.get("/healthz", tags=["read"])
+# HEAD too, for load balancers that probe with it (outside the schema: one operation there).
+@router.head("/healthz", include_in_schema=False)
+@router.get(
+    "/healthz",
+    tags=["read"],
+    responses={
+        503: {"model": ErrorBody, "description": "The database or this job worker is down."}
+    },
+)
 async def health(request: Request) -> dict[str, Any]:
     """Liveness and readiness: the database answers and this process's job worker runs; job
     counts by state; the jobs this process holds; its embedding cache (hits, misses, hit rate,

@@ -174,8 +174,11 @@ def _filtered(
     detector: str | None,
     since: datetime | None,
     until: datetime | None,
+    model: str | None = None,
 ) -> Any:
     query = query.where(Detection.application_name == application)
+    if model is not None:
+        query = query.where(Detection.model_name == model)
     if detector is not None:
         query = query.where(Detection.detector == detector)
     if since is not None:
@@ -194,14 +197,15 @@ def detections_page(
     until: datetime | None = None,
     limit: int = 50,
     offset: int = 0,
+    model: str | None = None,
 ) -> tuple[int, list[Detection]]:
     """The total matching and one page of an application's detections, newest first."""
     total = session.execute(
-        _filtered(select(func.count(Detection.id)), application, detector, since, until)
+        _filtered(select(func.count(Detection.id)), application, detector, since, until, model)
     ).scalar_one()
     page = (
         session.execute(
-            _filtered(select(Detection), application, detector, since, until)
+            _filtered(select(Detection), application, detector, since, until, model)
             .options(selectinload(Detection.instructions))
             .order_by(Detection.created_at.desc(), Detection.id.desc())
             .limit(limit)
@@ -229,6 +233,7 @@ def score_series(
     detector: str | None = None,
     since: datetime | None = None,
     until: datetime | None = None,
+    model: str | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
     """Per detector, the mean score and count in each time bucket that has detections.
 
@@ -241,6 +246,7 @@ def score_series(
             detector,
             since,
             until,
+            model,
         ).where(Detection.score.is_not(None))
     ).all()
     sums: dict[str, dict[datetime, list[float]]] = defaultdict(lambda: defaultdict(list))
