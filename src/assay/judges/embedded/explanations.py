@@ -7,6 +7,7 @@ problem; a broken one names the problem (the sentence, the missing statement, th
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from assay.judges.embedded.signals import SEPARATOR, Evidence
@@ -81,12 +82,19 @@ def _misinterpretation(ev: Evidence, ok: bool) -> str:
 
 def _aspects(ev: Evidence, ok: bool) -> str:
     n = ev.notes
+    if not ev.query:  # the context's statements stand in for the query's parts
+        if ok:
+            return "No query was given; judged against the context, each of its points is answered."
+        if n["missing_statements"]:
+            missing = _quoted(n["missing_statements"], 1)
+            return f"No query was given; of what the context covers, this is missing: {missing}."
+        return (
+            "No query was given; judged against the context, its points are answered only "
+            f"loosely (the weakest match is {ev.features['aspect_cover_min']:.2f})."
+        )
     if ok:
         return "Each part of the query is answered."
-    if n["weakest_aspect"]:
-        return f"Part of the query is left unanswered: '{shorten(n['weakest_aspect'])}'."
-    missing = _quoted(n["missing_statements"], 1)
-    return f"Much of what the context covers is left unanswered: {missing}."
+    return f"Part of the query is left unanswered: '{shorten(n['weakest_aspect'])}'."
 
 
 def _coverage(ev: Evidence, ok: bool) -> str:
@@ -112,9 +120,13 @@ def _coverage(ev: Evidence, ok: bool) -> str:
             f"It touches all {total} context statement(s), but restates only {entailed} "
             "as the context states them."
         )
+    # Covered and restated: what is left against it is its length, which the fit weighs on its
+    # own (long answers were the complete ones in its human labels), so say so.
+    informative = round(math.expm1(f["informative_words_log"]))
+    context_words = round((informative + 1) / math.exp(f["info_ratio"]))
     return (
-        f"It touches all {total} context statement(s), but only thinly: it uses "
-        f"{f['ctx_word_recall']:.0%} of their key words."
+        f"It touches all {total} context statement(s), but says only {informative} informative "
+        f"word(s) (the context has {context_words}), which the judge reads as incomplete."
     )
 
 
