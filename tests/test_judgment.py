@@ -296,3 +296,15 @@ def test_no_instruction_answers_a_constant_on_the_dev_rows(
             labels = {r["instructions_list"][index]["label"] for r in results}
             assert statistics.pstdev(probabilities) > 0.03, instruction.check
             assert labels == {True, False}, instruction.check
+
+
+async def test_without_a_query_query_aspects_speaks_of_the_context() -> None:
+    item = {
+        "generated_text": "Paul Graham is a computer scientist.",
+        "context": "This is a context",
+        "config": {"completeness": {}},
+    }
+    [result] = await detect_items(parse_items([item]))
+    explanation = result["completeness"]["instructions_list"][0]["explanation"]  # query_aspects
+    assert explanation.startswith("No query was given")
+    assert "''" not in explanation and ": ." not in explanation
