@@ -283,3 +283,24 @@ def test_run_honours_a_rows_own_explain_unless_a_flag_overrides_it(tmp_path: Pat
 
     assert explained() == [False, True]  # the row's own false; the wire's default elsewhere
     assert explained("--explain") == [True, True]
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--overwrite", "--retry-failed"], "error: --overwrite: replaces the whole run"),
+        (["--address", "ray://head:10001"], "error: --address: applies with --engine ray only"),
+        # Checked by writing there, before any row is scored (/proc takes no files).
+        (["--out", "/proc/assay-test.jsonl"], "error: --out: cannot write /proc/assay-test.jsonl"),
+        (["--junit", "/proc/assay-test.xml"], "error: --junit: cannot write /proc/assay-test.xml"),
+    ],
+)
+def test_run_refuses_options_that_cannot_work(
+    tmp_path: Path, flags: list[str], message: str
+) -> None:
+    data = tmp_path / "rows.jsonl"
+    data.write_text(json.dumps({"user_query": QUERY, "generated_text": RESPONSE}) + "\n")
+    result = runner.invoke(app, ["run", str(data), *flags])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(message), result.stderr
+    assert not (tmp_path / "rows.scored.jsonl").exists()

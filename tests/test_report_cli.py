@@ -237,6 +237,25 @@ def test_a_missing_or_unreadable_output_is_a_clear_error(tmp_path: Path) -> None
     assert not (tmp_path / "broken.report.html").exists()
 
 
+def test_a_non_utf8_or_unfinished_output_is_refused_naming_it(tmp_path: Path, scored: Path) -> None:
+    latin = tmp_path / "latin.jsonl"
+    latin.write_bytes(scored.read_bytes() + '{"row": 99, "note": "café"}\n'.encode("latin-1"))
+    partial = tmp_path / "partial.jsonl"
+    partial.write_bytes(scored.read_bytes())
+    (tmp_path / "partial.jsonl.checkpoint.json").write_text("{}", encoding="utf-8")
+
+    not_utf8 = assay("report", str(latin))
+    unfinished = assay("report", str(partial), "--fail-under", "output_relevance=0.1")
+
+    lines = len(scored.read_bytes().splitlines())
+    assert not_utf8.returncode == 2
+    assert (
+        not_utf8.stderr.strip() == f"error: OUTPUT: line {lines + 1} of {latin} is not UTF-8 text"
+    )
+    assert unfinished.returncode == 2  # a gate never passes on a run that did not finish
+    assert unfinished.stderr.startswith(f"error: OUTPUT: {partial} is an unfinished run")
+
+
 def test_an_empty_or_csv_output_is_unusable_and_named_as_the_argument(tmp_path: Path) -> None:
     empty = tmp_path / "empty.jsonl"
     empty.write_text("", encoding="utf-8")

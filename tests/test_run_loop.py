@@ -106,8 +106,12 @@ def test_a_file_no_row_of_which_can_be_scored_exits_2_with_the_columns_and_a_fix
             ["generated_text=answer", "generated_text=question"],
             "--map: 'generated_text' is mapped twice",
         ),
+        (
+            ["generated_text=answer", "user_query=answer"],
+            "--map: column 'answer' is mapped twice (generated_text and user_query)",
+        ),
     ],
-    ids=["typo", "reversed", "unknown-field", "twice"],
+    ids=["typo", "reversed", "unknown-field", "twice", "column-twice"],
 )
 def test_a_map_that_cannot_work_exits_2_before_any_row_is_read(
     tmp_path: Path, mapping: list[str], expected: str

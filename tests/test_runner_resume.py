@@ -202,6 +202,31 @@ async def test_retry_failed_rescores_only_failed_rows_in_place(tmp_path: Path) -
     assert summary.failures_by_kind == {"invalid_row": 1}  # still invalid in the input
 
 
+async def test_retry_failed_refuses_an_input_whose_rows_moved(tmp_path: Path) -> None:
+    rows = make_rows(6)
+    rows[2] = {"id": "r2", "generated_text": 42}  # invalid: the row a user would fix
+    data = write_jsonl(tmp_path / "rows.jsonl", rows)
+    out = tmp_path / "out.jsonl"
+    scorer = DetectorScorer(("output_relevance",))
+    run_file(data, out, scorer=scorer)
+    before = out.read_bytes()
+
+    async def refused(problem: str) -> None:
+        with pytest.raises(RequestValidationError) as raised:
+            await retry_failed_async(data, out, scorer, RunOptions())
+        assert raised.value.field == "retry_failed" and problem in raised.value.message
+        assert out.read_bytes() == before  # nothing spliced in
+
+    write_jsonl(data, rows[:2] + rows[3:])  # the bad line deleted: the rows after it move up
+    await refused("row 4 has another")
+    write_jsonl(data, make_rows(8))  # another file altogether
+    await refused("row")
+    # Fixed in place, the retry goes ahead.
+    write_jsonl(data, make_rows(6))
+    summary, retried = await retry_failed_async(data, out, scorer, RunOptions())
+    assert retried == 1 and summary.failures_by_kind == {}
+
+
 class StallingJudge(Judge):
     """Hangs on responses that mention "stall"; answers the rest at once."""
 

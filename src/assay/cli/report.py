@@ -21,6 +21,7 @@ from assay.cli.common import (
 )
 from assay.cli.options import AllowErrors, FailUnder, JsonOutput, Junit
 from assay.runner import gates
+from assay.runner.checkpoint import checkpoint_path_for
 from assay.runner.output import check_writable, iter_output_lines
 from assay.schema import RequestValidationError
 
@@ -131,6 +132,15 @@ def report_command(
 
     with reported_errors(_REPORT_OPTIONS):
         base, output = _outputs(paths, baseline)
+        for run in (output, base):
+            # A run killed mid-way keeps its checkpoint: its output is only the rows done so
+            # far, and a gate on it would pass a run that never finished.
+            if run is not None and checkpoint_path_for(run).exists():
+                raise RequestValidationError(
+                    "OUTPUT",
+                    f"{run} is an unfinished run (its checkpoint is beside it); rerun the same "
+                    "`assay run` command to finish it, then report",
+                )
         for path, field in ((html, "html"), (junit, "junit")):
             if path is not None:
                 check_writable(path, field)

@@ -74,6 +74,9 @@ _RUN_OPTIONS = {
     "metric": "--metric",
     "config": "--config",
     "dry_run": "--dry-run",
+    "retry_failed": "--retry-failed",
+    "overwrite": "--overwrite",
+    "address": "--address",
     "junit": "--junit",
     **PUBLISH_OPTIONS,
     **LLM_OPTION_LABELS,
@@ -254,6 +257,12 @@ def run_command(
         publisher = None
         if publish and retry_failed:
             raise RequestValidationError("publish", "does not apply with --retry-failed")
+        if overwrite and retry_failed:
+            raise RequestValidationError(
+                "overwrite", "replaces the whole run; --retry-failed rescores its failed rows only"
+            )
+        if address is not None and engine is not Engine.ray:
+            raise RequestValidationError("address", "applies with --engine ray only")
         if publish:
             detector_run = isinstance(scorer, DetectorScorer)
             publisher = build_publisher(

@@ -72,13 +72,15 @@ def check_column_map(
 ) -> None:
     """Raise RequestValidationError (field "map") for a `--map FIELD=COLUMN` that cannot work:
     an unknown FIELD (with the fix when it is written the wrong way round), a COLUMN the file
-    lacks (with the nearest column), or a FIELD mapped twice.
+    lacks (with the nearest column), a FIELD mapped twice, or a COLUMN mapped to two fields (a
+    rename moves a column, so the second field would be left without it).
 
     columns: the file's columns; source: the file's name, for the message.
     """
     found = set(columns)
     listed = ", ".join(columns) or "none"
     wanted_seen: set[str] = set()
+    present_seen: dict[str, str] = {}
     for wanted, present in column_map:
         spec = f"{wanted}={present}"
         if wanted not in MAPPABLE_FIELDS:
@@ -96,6 +98,13 @@ def check_column_map(
         if wanted in wanted_seen:
             raise RequestValidationError("map", f"{wanted!r} is mapped twice")
         wanted_seen.add(wanted)
+        if present in present_seen:
+            raise RequestValidationError(
+                "map",
+                f"column {present!r} is mapped twice ({present_seen[present]} and {wanted}); "
+                "a column can fill one field",
+            )
+        present_seen[present] = wanted
         if present not in found:
             near = difflib.get_close_matches(present, columns, n=1, cutoff=0.6)
             hint = f" (did you mean --map {wanted}={near[0]}?)" if near else ""

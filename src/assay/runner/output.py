@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -55,12 +56,17 @@ def scorer_results(line: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, 
 def check_output_path(path: Path) -> None:
     """Raise RequestValidationError (field "out") if `path` has an extension we cannot write,
     or is a place no file can be written (see `check_writable`)."""
+    check_output_type(path, "out")
+    check_writable(path, "out")
+
+
+def check_output_type(path: Path, field: str) -> None:
+    """Raise RequestValidationError naming `field` unless `path` is JSONL or Parquet output."""
     if path.suffix.lower() not in OUTPUT_SUFFIXES:
         known = ", ".join(OUTPUT_SUFFIXES)
         raise RequestValidationError(
-            "out", f"unsupported output type {path.suffix or '(none)'!r}; use one of {known}"
+            field, f"unsupported output type {path.suffix or '(none)'!r}; use one of {known}"
         )
-    check_writable(path, "out")
 
 
 def check_writable(path: Path, field: str) -> None:
@@ -73,19 +79,37 @@ def check_writable(path: Path, field: str) -> None:
         if parent.exists():
             if not parent.is_dir():
                 raise RequestValidationError(field, f"cannot write {path}: {parent} is a file")
+            _try_writing_in(parent, path, field)
             break
+
+
+def _try_writing_in(folder: Path, path: Path, field: str) -> None:
+    # Permissions alone do not tell (root ignores them; read-only mounts, immutable folders):
+    # write and remove a file where the output will go.
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".assay-write-check-"):
+            pass
+    except OSError as error:
+        reason = error.strerror or type(error).__name__
+        raise RequestValidationError(field, f"cannot write {path}: {reason}") from None
 
 
 def iter_output_lines(path: Path) -> Iterator[dict[str, Any]]:
     """Yield every output line of a finished run (JSONL or Parquet, by extension)."""
     if not path.is_file():
         raise RequestValidationError("OUTPUT", f"{path} does not exist")
-    check_output_path(path)
+    check_output_type(path, "OUTPUT")
     if path.suffix.lower() == ".parquet":
         yield from _parquet_lines(path)
         return
-    with path.open(encoding="utf-8") as handle:
-        for number, text in enumerate(handle, start=1):
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise RequestValidationError(
+                    "OUTPUT", f"line {number} of {path} is not UTF-8 text"
+                ) from None
             if not text.strip():
                 continue
             try:

@@ -9,9 +9,10 @@ and renamed over it only when complete, so a retry killed half-way leaves the ol
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from itertools import zip_longest
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from assay.judges.embedded.embedding_cache import shared_cache
 from assay.runner.carried import CarriedColumn, carried_columns
@@ -68,6 +69,7 @@ async def retry_failed_async(
         for line in iter_output_lines(output_path)
         if line_failed(line, scorer.score_names)
     }
+    check_same_rows(input_path, output_path, scorer, failed)
     if failed:
         rows = [row for row in read_rows(input_path) if row[0] in failed]
         done = 0
@@ -86,6 +88,37 @@ async def retry_failed_async(
     embedding = shared_cache().stats().since(cache_before)
     summary = write_summary(input_path, output_path, scorer.score_names, run, embedding)
     return summary, len(failed)
+
+
+def check_same_rows(
+    input_path: Path, output_path: Path, scorer: RowScorer, failed: Collection[int]
+) -> None:
+    """Refuse a retry whose input does not hold the finished run's rows: a failed row may have
+    been fixed in the input, but every other row must be where it was, with the same text, or
+    the retried rows would land in the wrong places."""
+    carried = [name for name, _ in carried_columns(input_path, scorer)]
+    sources = {name: dict(getattr(scorer, "column_map", ())).get(name, name) for name in carried}
+
+    def refuse(problem: str) -> NoReturn:
+        raise RequestValidationError(
+            "retry_failed",
+            f"{input_path} does not hold the rows of the run in {output_path} ({problem}); "
+            "score it afresh with --overwrite",
+        )
+
+    lines = iter_output_lines(output_path)
+    for line, row in zip_longest(lines, read_rows(input_path)):
+        if line is None or row is None:
+            refuse("the row counts differ")
+        number, fields = row
+        if int(line["row"]) != number:
+            refuse(f"row {number} of the input is row {line['row']} of the output")
+        if number in failed or not isinstance(fields, Mapping):
+            continue
+        for name in carried:  # texts only: other values may be normalised (NaN written as null)
+            given, kept = fields.get(sources[name]), line.get(name)
+            if isinstance(given, str) and isinstance(kept, str) and given != kept:
+                refuse(f"row {number} has another {name}")
 
 
 def _replace_lines(
