@@ -152,6 +152,10 @@ def test_detect_function_names_the_missing_argument() -> None:
     with pytest.raises(RequestValidationError) as caught:
         assay.detect(ON_TOPIC)
     assert caught.value.field == "user_query"
+    for detectors in ((), "toxicity"):
+        with pytest.raises(RequestValidationError) as caught:
+            assay.detect(ON_TOPIC, user_query=QUERY, detectors=detectors)
+        assert caught.value.field == "detectors" and "known detectors" in caught.value.message
 
 
 # --- run_sync -----------------------------------------------------------------------------------
@@ -296,7 +300,9 @@ def test_publish_without_names_is_rejected_in_process(overlap_judge: OverlapJudg
     [
         ({"timeout": 0}, "timeout"),
         ({"timeout": float("nan")}, "timeout"),
+        ({"timeout": "x"}, "timeout must be positive seconds, got 'x'"),
         ({"max_retries": -1}, "max_retries"),
+        ({"judge": "nope"}, "unknown judge 'nope'; known judges: "),
     ],
 )
 def test_client_rejects_bad_settings(arguments: dict[str, Any], word: str) -> None:

@@ -174,6 +174,9 @@ def test_bad_arguments_are_value_errors_naming_what_is_wrong() -> None:
         assert_detect(ON_TOPIC, user_query=QUERY, min_score={"completeness": 0.5})
     with pytest.raises(ValueError, match="min_score for output_relevance is 1.5"):
         assert_detect(ON_TOPIC, user_query=QUERY, min_score=1.5)
+    for wrong in ("abc", None, True):
+        with pytest.raises(ValueError, match="min_score for output_relevance must be a number"):
+            assert_detect(ON_TOPIC, user_query=QUERY, min_score=wrong)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="no detector has the inputs given"):
         assert_detect(ON_TOPIC)
 

@@ -146,10 +146,16 @@ class _ClientBase:
         max_retries: int = 2,
         judge: str | None = None,
     ) -> None:
-        if not timeout > 0:  # NaN fails too
-            raise ValueError(f"timeout must be positive seconds, got {timeout!r}")
-        if max_retries < 0:
-            raise ValueError(f"max_retries must be 0 or more, got {max_retries!r}")
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+            raise ValueError(f"timeout must be positive seconds, got {timeout!r}")  # NaN too
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+            raise ValueError(f"max_retries must be a whole number, 0 or more, got {max_retries!r}")
+        if judge is not None:
+            from assay.judges import judge_names  # registry only; no model is loaded
+
+            if judge not in judge_names():
+                known = ", ".join(judge_names())
+                raise ValueError(f"unknown judge {judge!r}; known judges: {known}")
         self.auth_header = auth_header if auth_header is not None else env_auth_header()
         self.base_url = resolve_base_url(base_url)
         self.timeout = timeout

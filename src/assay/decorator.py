@@ -19,6 +19,7 @@ from assay.client import AsyncClient, Client, DetectResponseItem, resolve_base_u
 from assay.detectors import DETECTORS
 from assay.detectors.evaluate import detect_items, parse_item
 from assay.responses import short_result
+from assay.schema import RequestValidationError
 
 __all__ = ["RETURNABLE_FIELDS", "Detect", "DetectResult", "detect"]
 
@@ -236,6 +237,12 @@ def detect(
     detector cannot score the response.
     """
     names = [detectors] if isinstance(detectors, str) else list(detectors)
+    unknown = [name for name in names if name not in DETECTORS]
+    if not names or unknown:
+        problem = f"unknown detector {unknown[0]!r}" if unknown else "names no detector"
+        raise RequestValidationError(
+            "detectors", f"{problem}; known detectors: {', '.join(DETECTORS)}"
+        )
     raw: dict[str, Any] = {
         "generated_text": generated_text,
         "user_query": user_query,

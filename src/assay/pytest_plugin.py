@@ -59,13 +59,18 @@ def _thresholds(names: Sequence[str], min_score: float | Mapping[str, float]) ->
                 f"min_score names {', '.join(extra)}, which is not among the detectors run "
                 f"({', '.join(names)})"
             )
-        thresholds = {name: float(min_score.get(name, DEFAULT_MIN_SCORE)) for name in names}
+        given = {name: min_score.get(name, DEFAULT_MIN_SCORE) for name in names}
     else:
-        thresholds = {name: float(min_score) for name in names}
-    for name, threshold in thresholds.items():
+        given = dict.fromkeys(names, min_score)
+    for name, threshold in given.items():
+        # bool is an int to Python, but True as a threshold is a mistake, not 1.0.
+        if isinstance(threshold, bool) or not isinstance(threshold, int | float):
+            raise ValueError(
+                f"min_score for {name} must be a number from 0 to 1, got {threshold!r}"
+            )
         if not 0.0 <= threshold <= 1.0:
             raise ValueError(f"min_score for {name} is {threshold}; scores run from 0 to 1")
-    return thresholds
+    return {name: float(threshold) for name, threshold in given.items()}
 
 
 def _failure_message(
