@@ -226,6 +226,8 @@ def test_gating_a_scorer_the_output_lacks_fails_and_names_what_it_has(
 
 def test_a_missing_or_unreadable_output_is_a_clear_error(tmp_path: Path) -> None:
     missing = assay("report", str(tmp_path / "nope.jsonl"))
+    folder = assay("report", str(tmp_path))
+    assert folder.returncode == 2 and "is a folder, not a run's output file" in folder.stderr
     broken = tmp_path / "broken.jsonl"
     broken.write_text('{"row": 1}\n{not json\n', encoding="utf-8")
     unreadable = assay("report", str(broken))

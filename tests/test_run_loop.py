@@ -125,6 +125,18 @@ def test_a_map_that_cannot_work_exits_2_before_any_row_is_read(
     assert one_error_line(result).startswith(f"error: {expected}")
 
 
+def test_a_map_onto_a_column_the_file_has_is_refused(tmp_path: Path) -> None:
+    rows = [{"user_query": "Why?", "generated_text": "old answer", "answer": "new answer"}]
+    data = write_jsonl(tmp_path / "rows.jsonl", rows)
+
+    result = assay("run", str(data), "--judge", "light", "--map", "generated_text=answer")
+
+    assert result.returncode == 2
+    assert one_error_line(result).startswith(
+        "error: --map: generated_text=answer: rows.jsonl also has a column 'generated_text'"
+    )
+
+
 def test_a_file_whose_every_row_is_rejected_exits_2(tmp_path: Path) -> None:
     rows = [{"user_query": "Why?", "generated_text": "   "} for _ in range(3)]
     data = write_jsonl(tmp_path / "blank.jsonl", rows)

@@ -195,6 +195,7 @@ def test_bad_column_map_names_the_option(tmp_path: Path) -> None:
     [
         ("empty.jsonl", ""),
         ("blank.jsonl", "\n \n"),
+        ("bom.jsonl", "\ufeff\n"),  # a byte-order mark alone is no row either
         ("empty.csv", ""),
         ("header.csv", "user_query,generated_text\n"),
     ],

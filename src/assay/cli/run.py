@@ -245,8 +245,8 @@ def run_command(
     """Score a dataset: one output record per row, and a summary.
 
     An interrupted run continues where it stopped when the same command is run again. Exit
-    codes: 0 ran, 1 a --fail-under gate failed, 2 unusable input (no row could be scored),
-    3 rows errored (unless --allow-errors).
+    codes: 0 ran, 1 a --fail-under gate or publishing failed, 2 unusable input (no row could
+    be scored), 3 rows errored (unless --allow-errors).
     """
     with reported_errors(_RUN_OPTIONS):
         apply_llm_options(not cache, llm, cascade_band)

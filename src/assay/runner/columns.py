@@ -105,6 +105,12 @@ def check_column_map(
                 "a column can fill one field",
             )
         present_seen[present] = wanted
+        if wanted in found and wanted != present:
+            raise RequestValidationError(
+                "map",
+                f"{spec}: {source} also has a column {wanted!r}, which the mapping would replace; "
+                "rename or drop one of them",
+            )
         if present not in found:
             near = difflib.get_close_matches(present, columns, n=1, cutoff=0.6)
             hint = f" (did you mean --map {wanted}={near[0]}?)" if near else ""

@@ -89,7 +89,12 @@ def _row_marks(path: Path) -> Iterator[int]:
             yield from (1 for cells in reader if any(cells))
         return
     with path.open("rb") as handle:
-        yield from (1 for line in handle if line.strip())
+        yield from (1 for n, line in enumerate(handle) if not _blank(line, n))
+
+
+def _blank(line: bytes, index: int) -> bool:
+    """Whether a JSONL line holds nothing (the first may hold only a byte-order mark)."""
+    return not (line.removeprefix(b"\xef\xbb\xbf") if index == 0 else line).strip()
 
 
 def _read_jsonl(path: Path) -> Iterator[Row]:
@@ -97,7 +102,7 @@ def _read_jsonl(path: Path) -> Iterator[Row]:
     # Binary, decoded per line: one badly encoded line is one bad row, not a dead run.
     with path.open("rb") as handle:
         for line_number, raw_line in enumerate(handle, start=1):
-            if not raw_line.strip():
+            if _blank(raw_line, line_number - 1):
                 continue
             row += 1
             yield row, _parse_json_line(raw_line, line_number)

@@ -96,6 +96,8 @@ def _try_writing_in(folder: Path, path: Path, field: str) -> None:
 
 def iter_output_lines(path: Path) -> Iterator[dict[str, Any]]:
     """Yield every output line of a finished run (JSONL or Parquet, by extension)."""
+    if path.is_dir():
+        raise RequestValidationError("OUTPUT", f"{path} is a folder, not a run's output file")
     if not path.is_file():
         raise RequestValidationError("OUTPUT", f"{path} does not exist")
     check_output_type(path, "OUTPUT")
