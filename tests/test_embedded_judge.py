@@ -240,6 +240,15 @@ def test_calibration_fitted_on_other_features_is_rejected() -> None:
         ),
         ("Short. This sentence is long enough.", ["Short. This sentence is long enough."]),
         ("It costs 3.5 dollars in total today.", ["It costs 3.5 dollars in total today."]),
+        # ! and ? inside brackets end nothing (the spec's completeness example).
+        (
+            "He co-founded Viaweb (later renamed Yahoo! Store), a web store builder. "
+            "Then he started Y Combinator.",
+            [
+                "He co-founded Viaweb (later renamed Yahoo! Store), a web store builder.",
+                "Then he started Y Combinator.",
+            ],
+        ),
     ],
 )
 def test_sentence_splitting(text: str, expected: list[str]) -> None:

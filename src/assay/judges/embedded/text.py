@@ -8,6 +8,11 @@ import re
 # or at a line break. Abbreviations like "e.g." are protected first so they do not split.
 _ABBREVIATIONS = re.compile(r"\b(e\.g|i\.e|etc|vs|Mr|Mrs|Dr|St|No|approx|incl|Fig)\.", re.I)
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
+# Inside a short parenthesis (no line break) ! and ? end nothing: "Viaweb (later Yahoo! Store)".
+# A full stop there still does: whole sentences in brackets are common in answers.
+_PARENTHESIZED = re.compile(r"\([^()\n]{1,200}\)")
+_HIDE = str.maketrans({".": "\0", "!": "\1", "?": "\2"})
+_SHOW = str.maketrans({"\0": ".", "\1": "!", "\2": "?"})
 _LIST_MARKER = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 _EXPLANATION_MARKERS = re.compile(
@@ -38,9 +43,12 @@ def split_sentences(text: str) -> list[str]:
         line = _LIST_MARKER.sub("", line).strip()
         if not line:
             continue
-        protected = _ABBREVIATIONS.sub(lambda m: m.group(0).replace(".", "\0"), line)
+        protected = _ABBREVIATIONS.sub(lambda m: m.group(0).translate(_HIDE), line)
+        protected = _PARENTHESIZED.sub(
+            lambda m: m.group(0).replace("!", "\1").replace("?", "\2"), protected
+        )
         for part in _SENTENCE_END.split(protected):
-            part = part.replace("\0", ".").strip()
+            part = part.translate(_SHOW).strip()
             if not part:
                 continue
             if pieces and len(part.split()) < MIN_SENTENCE_WORDS:
