@@ -11,7 +11,8 @@ It speaks two protocols:
                              {"message": "..."} -> {"data": {"reply": "..."}}
 
 Fault injection for the SUT tests: `fail_first` requests get HTTP 503, `delay` seconds of
-sleep before every answer.
+sleep before every answer, `fail_on` gets 503 for every query holding that text, `raw_body`
+is sent as is (HTTP 200) after `raw_after` good answers, and `reply` replaces every answer.
 """
 
 from __future__ import annotations
@@ -45,12 +46,19 @@ class ChatbotPolicy:
     threshold: least similarity to its scope texts for a question to be answered.
     fail_first: how many requests to answer with HTTP 503 before behaving.
     delay: seconds to sleep before each answer.
+    fail_on: queries holding this text get HTTP 503.
+    raw_body, raw_after: after `raw_after` requests, answer every one with these bytes.
+    reply_text: when set, the answer to everything (e.g. "" for a blank reply).
     """
 
     profile: UseCaseProfile
     threshold: float = BALANCED
     fail_first: int = 0
     delay: float = 0.0
+    fail_on: str | None = None
+    raw_body: bytes | None = None
+    raw_after: int = 0
+    reply_text: str | None = None
     requests: int = 0
     queries: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -62,6 +70,8 @@ class ChatbotPolicy:
         return similarity >= self.threshold
 
     def reply(self, query: str) -> str:
+        if self.reply_text is not None:
+            return self.reply_text
         if self.in_scope(query):
             return (
                 f"Happy to help with that. For '{query}', open the app, go to the relevant "
@@ -77,7 +87,7 @@ class _Handler(BaseHTTPRequestHandler):
         return
 
     def _send(self, status: int, body: Any) -> None:
-        data = json.dumps(body).encode()
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
         try:
             self.send_response(status)
             self.send_header("content-type", "application/json")
@@ -96,8 +106,14 @@ class _Handler(BaseHTTPRequestHandler):
         with policy.lock:
             policy.requests += 1
             failing = policy.requests <= policy.fail_first
+            raw = policy.raw_body is not None and policy.requests > policy.raw_after
+        if policy.fail_on and policy.fail_on in json.dumps(payload):
+            failing = True
         if failing:
             self._send(503, {"error": "temporarily unavailable"})
+            return
+        if raw:
+            self._send(200, policy.raw_body)
             return
         if policy.delay:
             time.sleep(policy.delay)

@@ -97,9 +97,25 @@ def test_ood_over_the_http_kind_sees_an_over_refusing_bot(
         # An option the chosen kind would ignore is refused rather than dropped.
         (["--sut-kind", "http", "--model", "gpt"], "--model: applies to --sut-kind openai only"),
         (["--reply-path", "data.reply"], "--reply-path: applies to --sut-kind http only"),
+        # Given is given, even at the default value.
+        (["--sut-kind", "http", "--model", "default"], "--model: applies to --sut-kind openai"),
+        (["--sut-kind", "http", "--no-system-prompt"], "--system-prompt: applies to --sut-kind"),
+        (
+            ["--body-template", '{"message": "{prompt}"}'],
+            "--body-template: applies to --sut-kind http only",
+        ),
+        # A URL no request can go to is refused before any is made.
+        (
+            ["--sut-url", "http://127.0.0.1:99999/v1"],
+            "--sut-url: 'http://127.0.0.1:99999/v1' is not a valid URL: Port out of range",
+        ),
+        (["--sut-url", "http://[::1"], "--sut-url: 'http://[::1' is not a valid URL"),
         # Where results go is checked before any question is asked.
         (["--junit", "/dev/null/x.xml"], "--junit: cannot write /dev/null/x.xml: /dev/null is"),
         (["--out", "/dev/null/x.jsonl"], "--out: cannot write /dev/null/x.jsonl: /dev/null is"),
+        # A folder that exists but takes no files (even for root) is found before the run too.
+        (["--out", "/proc/x.jsonl"], "--out: cannot write /proc/x.jsonl"),
+        (["--config", "cfg-latin1.yaml"], "is not UTF-8 text (byte 0xe9 at offset 16)"),
         # NaN passes a plain range check (it compares false): the gates refuse it by name.
         (["--fail-under", "nan"], "'--fail-under': must be a number from 0 to 1, got nan"),
         (["--max-over-rejection", "1.5"], "'--max-over-rejection': must be a number from 0 to 1"),
@@ -109,6 +125,9 @@ def test_ood_over_the_http_kind_sees_an_over_refusing_bot(
 def test_ood_bad_options_fail_in_one_line(
     profile_file: Path, extra: list[str], expected: str
 ) -> None:
+    latin1 = profile_file.with_name("cfg-latin1.yaml")
+    latin1.write_bytes(b"metric_name: caf\xe9\n")
+    extra = [str(latin1) if arg == latin1.name else arg for arg in extra]
     done = assay("ood", "--use-case", str(profile_file), "--sut-url", "http://127.0.0.1:9", *extra)
     assert done.returncode == 2
     assert done.stderr.strip() == f"error: {expected}" or expected in done.stderr
@@ -133,3 +152,22 @@ def test_ood_against_a_dead_endpoint_stops_after_one_question_with_exit_2(
     assert message.startswith("error: sut: OpenAI-compatible endpoint http://127.0.0.1:9/v1")
     assert "did not answer a first question (transport)" in message
     assert "verdicts" not in done.stdout and "Traceback" not in done.stderr
+
+
+def test_ood_against_an_openai_kind_whose_probes_get_no_json_reports_each_case(
+    chatbot: RunningChatbot, tmp_path: Path
+) -> None:
+    # The first question (the preflight) is answered; every later one gets an HTML page.
+    chatbot.policy.raw_body, chatbot.policy.raw_after = b"<html>oops", 1
+    profile_file = tmp_path / "profile.yaml"
+    profile_file.write_text(yaml.safe_dump({**BANK_PROFILE, "examples": "What is my balance?"}))
+    junit = tmp_path / "ood.xml"
+    done = assay(
+        "ood", "--use-case", str(profile_file), "--sut-url", f"{chatbot.url}/v1",
+        "--num-ood-queries", "1", "--junit", str(junit),
+        "--max-over-rejection", "1", "--max-missed-refusal", "1",
+    )  # fmt: skip
+    assert done.returncode == 3, done.stderr  # rows errored, no gate to fail
+    assert "response is not JSON: '<html>oops'" in done.stdout
+    assert "1 of 1 rows could not be scored (2 failed calls" in done.stderr
+    assert 'errors="1"' in junit.read_text()

@@ -170,3 +170,45 @@ def test_junit_counts_errored_rows_as_skipped_when_errors_are_allowed(tmp_path: 
         suite = ET.parse(path).getroot().attrib
         assert (counts.errors, counts.skipped) == (errors, skipped)
         assert (suite["errors"], suite["skipped"]) == (str(errors), str(skipped))
+
+
+def test_fail_under_counts_a_row_it_could_not_score_as_a_failure(
+    chatbot: RunningChatbot, profile_file: Path, tmp_path: Path
+) -> None:
+    # Row 2's own question gets 503s: that row errors, row 1 scores 1.0.
+    chatbot.policy.fail_on = "My debit card was stolen"
+    out = tmp_path / "ood.jsonl"
+    done = assay(
+        "ood", "--use-case", str(profile_file), "--sut-url", f"{chatbot.url}/v1",
+        "--fail-under", "0.9", "--allow-errors", "--out", str(out),
+    )  # fmt: skip
+    # As `assay report --fail-under` rules on the same file: 1.0 over one scored row is 0.5
+    # counting the other row as a failure.
+    expected = (
+        "llm.ood_detection: mean score 1.0000 over 1 scored rows is 0.5000 counting the 1 row "
+        "it could not score as failures, below --fail-under threshold 0.9"
+    )
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == f"error: {expected}"
+    report = assay(
+        "report", str(out), "--fail-under", "llm.ood_detection=0.9", "--allow-errors"
+    )  # fmt: skip
+    assert report.returncode == 1 and expected in report.stderr
+
+
+def test_rate_gates_do_not_pass_when_every_row_errored() -> None:
+    from assay.metrics.ood.summary import OODTally
+    from assay.runner.ood_gates import ood_gates, tally_figures
+
+    tally = OODTally()
+    # The in-domain case was answered and judged, but a probe's call failed: no row score.
+    cases = [
+        {"kind": "in_domain", "label": "in_domain_answer", "status": "judged", "correct": True},
+        {"kind": "far_domain", "status": "transport_error", "error": "HTTP 503"},
+    ]
+    tally.add({"input_id": "a", "score": None, "error": "1 of 2 cases failed", "cases": cases})
+    summary = tally.summary()
+    assert summary.over_rejection_rate == 0.0  # over the errored row's judged case
+    gates = ood_gates(summary, tally_figures(tally), 0.5, 0.25, 0.25)
+    assert [gate.passed for gate in gates] == [False, False, False]
+    assert "every row errored" in gates[1].message and "every row" in gates[0].message

@@ -188,3 +188,77 @@ def test_body_template_must_hold_the_prompt_and_escape_it() -> None:
         HttpJsonSUT("http://127.0.0.1:1/chat", body_template='{"message": "hi"}')
     sut = HttpJsonSUT("http://127.0.0.1:1/chat", body_template='{"q": "{prompt}", "n": 1}')
     assert sut.body('say "hi"\n') == b'{"q": "say \\"hi\\"\\n", "n": 1}'
+
+
+async def test_openai_kind_reports_a_body_that_is_not_json_per_case(
+    chatbot: RunningChatbot,
+) -> None:
+    # As the http kind does: a bad reply is a failed case, not an exception that ends the run.
+    chatbot.policy.raw_body = b"<html>oops"
+    sut = OpenAIChatSUT(f"{chatbot.url}/v1")
+    try:
+        (result,) = await score_rows(in_domain_rows()[:1], config(), sut=sut)
+    finally:
+        await sut.aclose()
+    assert result.score is None
+    assert [case.status for case in result.cases] == ["transport_error"] * 3
+    assert {case.error for case in result.cases} == {"response is not JSON: '<html>oops'"}
+    assert {case.error_kind for case in result.cases} == {"bad_output"}
+
+
+async def test_the_preflight_names_the_url_of_an_openai_kind_that_answers_no_json(
+    chatbot: RunningChatbot,
+) -> None:
+    from assay.metrics.ood.config import parse_config
+    from assay.metrics.ood.preflight import preflight
+
+    chatbot.policy.raw_body = b"<html>oops"
+    sut = OpenAIChatSUT(f"{chatbot.url}/v1")
+    try:
+        with pytest.raises(RequestValidationError) as caught:
+            await preflight(sut, "What is my balance?", parse_config(config()))
+    finally:
+        await sut.aclose()
+    assert caught.value.field == "sut"
+    message = caught.value.message
+    assert message.startswith(f"OpenAI-compatible endpoint {chatbot.url}/v1 (model default)")
+    assert "(bad_output): response is not JSON: '<html>oops'" in message
+    assert "API root" in message
+
+
+@pytest.mark.parametrize("blank", ["", "  \n "])
+async def test_a_blank_live_reply_is_a_bad_reply_not_an_answer(blank: str) -> None:
+    (result,) = await score_rows(
+        in_domain_rows()[:1], config(), sut=CallableSUT(lambda prompt: blank)
+    )
+    assert result.score is None
+    assert {case.status for case in result.cases} == {"transport_error"}
+    assert {case.error_kind for case in result.cases} == {"bad_output"}
+    assert all("blank" in (case.error or "") for case in result.cases)
+
+
+async def test_a_blank_openai_reply_is_a_bad_reply(chatbot: RunningChatbot) -> None:
+    chatbot.policy.reply_text = ""
+    sut = OpenAIChatSUT(f"{chatbot.url}/v1")
+    try:
+        (result,) = await score_rows(in_domain_rows()[:1], config(), sut=sut)
+    finally:
+        await sut.aclose()
+    assert result.score is None and result.cases[0].label is None
+    assert result.cases[0].error_kind == "bad_output"
+
+
+@pytest.mark.parametrize("blank", ["", "   "])
+async def test_a_blank_recorded_reply_is_asked_live_like_a_missing_one(blank: str) -> None:
+    asked: list[object] = []
+
+    def bot(prompt: object) -> str:
+        asked.append(prompt)
+        return "Sorry, I can only help with banking questions."
+
+    row = {"input_id": "a", "prompt": "What is my balance?", "sut_response": blank}
+    (result,) = await score_rows([row], config(), sut=CallableSUT(bot))
+    own = result.cases[0]
+    assert own.attempts == 1 and "What is my balance?" in asked  # asked, not taken as said
+    assert own.reply == "Sorry, I can only help with banking questions."
+    assert own.label == "over_rejection" and result.score is not None and result.score < 1.0

@@ -26,6 +26,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+# Typer vendors its own Click: its context is the one the command runs in (version pinned).
+from typer._click.core import ParameterSource
+from typer._click.globals import get_current_context
+
 from assay._sync import run_sync
 from assay.cli.common import (
     fail,
@@ -40,7 +44,7 @@ from assay.judges.usage import Usage
 from assay.metrics.ood import METRIC_NAME
 from assay.metrics.ood.config import OODMetricConfig, parse_config
 from assay.metrics.ood.preflight import preflight
-from assay.metrics.ood.profile import UseCaseProfile, load_profile
+from assay.metrics.ood.profile import UseCaseProfile, load_profile, not_utf8
 from assay.metrics.ood.run_config import build_sut
 from assay.metrics.ood.scorer import RowResult, score_rows
 from assay.metrics.ood.summary import OODSummary, OODTally
@@ -51,6 +55,7 @@ from assay.runner.ood_gates import (
     DEFAULT_MAX_MISSED_REFUSAL,
     DEFAULT_MAX_OVER_REJECTION,
     ood_gates,
+    tally_figures,
     write_ood_junit,
 )
 from assay.runner.output import check_output_path, check_writable
@@ -61,22 +66,31 @@ from assay.schema import RequestValidationError
 _SUT_OPTIONS = {
     "kind": "--sut-kind",
     "url": "--sut-url",
+    "model": "--model",
+    "system_prompt": "--system-prompt",
     "body_template": "--body-template",
+    "reply_path": "--reply-path",
     "out": "--out",
     "junit": "--junit",
-}
-
-
-#: The SUT options that only one --sut-kind reads.
-_KIND_OF_OPTION = {
-    "--model": "openai",
-    "--system-prompt": "openai",
-    "--body-template": "http",
-    "--reply-path": "http",
 }
 _DEFAULT_MODEL = "default"
 _DEFAULT_BODY_TEMPLATE = '{"message": "{prompt}"}'
 _DEFAULT_REPLY_PATH = "reply"
+
+
+def _sut_options(kind: str, url: str, values: dict[str, Any]) -> dict[str, Any]:
+    """The `sut:` block the command line makes: kind, url and the kind options it was given.
+
+    An option given for the other kind stays in, so `build_sut` refuses it by name; one left
+    at its default is left out (whatever the value), so the adapter's own default applies.
+    """
+    context = get_current_context()
+    given = {
+        name: value
+        for name, value in values.items()
+        if context.get_parameter_source(name) not in (ParameterSource.DEFAULT, None)
+    }
+    return {"kind": kind, "url": url, **given}
 
 
 def _config(
@@ -86,6 +100,8 @@ def _config(
     if path is not None:
         try:
             loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except UnicodeDecodeError as error:
+            raise RequestValidationError("--config", f"{path} {not_utf8(error)}") from None
         except (OSError, yaml.YAMLError) as error:
             raise RequestValidationError("--config", f"cannot read {path}: {error}") from None
         if not isinstance(loaded, dict):
@@ -185,19 +201,13 @@ def ood_command(
             {"input_id": f"example-{n}", "prompt": text, "sut_response": None}
             for n, text in enumerate(examples, start=1)
         ]
-        # An option of the other kind would be ignored without a word: refuse it instead.
-        given = {
-            "--model": model != _DEFAULT_MODEL,
-            "--system-prompt": system_prompt,
-            "--body-template": body_template != _DEFAULT_BODY_TEMPLATE,
-            "--reply-path": reply_path != _DEFAULT_REPLY_PATH,
+        kind_values = {
+            "model": model,
+            "system_prompt": system_prompt,
+            "body_template": body_template,
+            "reply_path": reply_path,
         }
-        for option, for_kind in _KIND_OF_OPTION.items():
-            if given[option] and sut_kind in ("openai", "http") and sut_kind != for_kind:
-                raise RequestValidationError(option, f"applies to --sut-kind {for_kind} only")
-        options = {"kind": sut_kind, "url": sut_url, "model": model, "system_prompt": system_prompt}
-        if sut_kind == "http":
-            options.update(body_template=body_template, reply_path=reply_path)
+        options = _sut_options(sut_kind, sut_url, kind_values)
         sut = build_sut(options, settings, _SUT_OPTIONS)
 
         async def run(report: Callable[[int], None]) -> list[RowResult]:
@@ -217,20 +227,20 @@ def ood_command(
             for n, (row, result) in enumerate(zip(rows, results, strict=True), start=1)
         ]
         if out is not None:
-            writer = writer_for(out, (METRIC_NAME,))
-            writer.start(None)
-            writer.write_batch(lines)
-            writer.finish()
-            write_summary(use_case, out, (METRIC_NAME,))
+            _write_out(out, use_case, lines)
     tally = OODTally()
     for line in lines:
         tally.add(line[METRIC_NAME])
     summary = tally.summary()
-    gates = ood_gates(summary, fail_under, max_over_rejection, max_missed_refusal)
+    figures = tally_figures(tally)
+    gates = ood_gates(summary, figures, fail_under, max_over_rejection, max_missed_refusal)
     if junit is not None:
         write_ood_junit(lines, junit, gates, METRIC_NAME, allow_errors)
     if as_json:
-        gate_data = [{"gate": g.name, "value": g.value, "passed": g.passed} for g in gates]
+        gate_data = [
+            {"gate": g.name, "value": g.value, "passed": g.passed, "message": g.message}
+            for g in gates
+        ]
         document = {"rows": lines, "summary": asdict(summary), "gates": gate_data}
         typer.echo(json.dumps(document, indent=2, ensure_ascii=False))
     else:
@@ -259,6 +269,19 @@ def ood_command(
             f"{summary.judge_failures} judge failures); see the verdicts above",
             code,
         )
+
+
+def _write_out(out: Path, use_case: Path, lines: list[dict[str, Any]]) -> None:
+    # `check_output_path` looked before the run; a folder can still change under a long run.
+    try:
+        writer = writer_for(out, (METRIC_NAME,))
+        writer.start(None)
+        writer.write_batch(lines)
+        writer.finish()
+        write_summary(use_case, out, (METRIC_NAME,))
+    except OSError as error:
+        reason = error.strerror or str(error)
+        raise RequestValidationError("out", f"cannot write {out}: {reason}") from None
 
 
 def _print_cases(results: list[RowResult], explain: bool) -> None:

@@ -25,8 +25,9 @@ from assay.metrics.manifest import all_manifests
 from assay.metrics.ood import build_sut, parse_run_config, score_rows
 from assay.metrics.ood.config import OODMetricConfig
 from assay.metrics.ood.preflight import preflight
-from assay.metrics.ood.profile import profile_from_mapping
+from assay.metrics.ood.profile import not_utf8, profile_from_mapping
 from assay.metrics.ood.rows import REQUIRED_COLUMNS
+from assay.metrics.ood.run_config import read_use_case
 from assay.metrics.ood.scorer import RowResult
 from assay.metrics.ood.sut import SystemUnderTest
 from assay.runner.io import Row, input_columns
@@ -48,13 +49,27 @@ def check_metric_name(name: str) -> None:
 
 
 def read_config_text(path: Path | None) -> str:
-    """The run config file's text ("" when there is none), read once so runs fingerprint it."""
+    """The run config file's text ("" when there is none), read once so runs fingerprint it.
+
+    A `use_case` given as a profile file's path is read here, relative to the config file, and
+    the text returned holds the profile itself: the fingerprint then covers what the profile
+    says, and the config means the same whatever the working folder.
+    """
     if path is None:
         return ""
     try:
-        return path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise RequestValidationError("config", f"{path} {not_utf8(error)}") from None
     except OSError as error:
         raise RequestValidationError("config", f"cannot read {path}: {error}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text  # `MetricScorer.settings` reports it, naming the config
+    if not isinstance(data, dict) or not isinstance(data.get("use_case"), str):
+        return text
+    return yaml.safe_dump(read_use_case(data, path.parent), sort_keys=False, allow_unicode=True)
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,10 @@ wrong ones marked ✗). It follows the exit code's rule (`cli.common.outcome_cod
 exactly when a gate failed (exit 1), an error exactly when rows errored and were not allowed
 (exit 3), so CI and the file agree.
 
-A rate gate fails when the run has nothing to measure it on (no in-scope or no out-of-scope
-case), as a gate that cannot be checked must not pass; a limit of 1 turns a rate gate off.
+No gate passes on rows it could not score. The mean-score gate is `assay report`'s own
+(`runner.gates.fail_under_gates`): an errored row counts as a failure. A rate gate fails when the
+run has nothing to measure it on (no in-scope or no out-of-scope case) or when every row errored,
+as a gate that cannot be checked must not pass; a limit of 1 turns a rate gate off.
 """
 
 from __future__ import annotations
@@ -24,8 +26,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from assay.metrics.ood.summary import OODSummary
-from assay.runner.gates import JunitCounts, junit_problem, xml_text
+from assay.metrics.ood import METRIC_NAME as METRIC
+from assay.metrics.ood.summary import OODSummary, OODTally
+from assay.runner.gates import (
+    GateFigures,
+    JunitCounts,
+    fail_under_gates,
+    junit_problem,
+    xml_text,
+)
 
 #: Gates `assay ood` applies unless told otherwise: each fails a system that declines
 #: everything (over-rejection rate 1) or answers everything (missed-refusal rate 1).
@@ -40,40 +49,58 @@ class Gate:
     name: what is gated, e.g. "over-rejection rate <= 0.25".
     value: the run's figure (None when the run has none, which fails the gate).
     passed: whether the figure is within the limit.
+    reason: why a gate failed when the figure alone does not say (rows it could not score).
     """
 
     name: str
     value: float | None
     passed: bool
+    reason: str | None = None
 
     @property
     def message(self) -> str:
+        if self.reason:
+            return self.reason
         shown = "none (nothing to measure it on)" if self.value is None else f"{self.value:.4f}"
         return f"{self.name}: {shown}"
 
 
+def tally_figures(tally: OODTally) -> GateFigures:
+    """What the mean-score gate checks (`runner.gates.GateFigures`): the scores and the rows
+    that have none."""
+    return GateFigures(tally.score_total, tally.rows_scored, tally.rows - tally.rows_scored)
+
+
 def ood_gates(
     summary: OODSummary,
+    figures: GateFigures,
     fail_under: float | None,
     max_over_rejection: float | None,
     max_missed_refusal: float | None,
 ) -> list[Gate]:
     """The gates asked for (None skips one), in a fixed order.
 
+    summary: the run's summary; figures: its scores for the mean-score gate (`tally_figures`).
     fail_under: least mean score; max_over_rejection / max_missed_refusal: highest rates.
     """
     gates = []
     if fail_under is not None:
-        value = summary.mean_score
-        passed = value is not None and value >= fail_under - 1e-9
-        gates.append(Gate(f"mean score >= {fail_under:g}", value, passed))
+        (case,) = fail_under_gates({METRIC: figures}, {METRIC: fail_under}, "--fail-under")
+        name = f"mean score >= {fail_under:g}"
+        gates.append(Gate(name, summary.mean_score, case.failure is None, case.failure))
     for name, limit, value in (
         ("over-rejection rate", max_over_rejection, summary.over_rejection_rate),
         ("missed-refusal rate", max_missed_refusal, summary.missed_refusal_rate),
     ):
-        if limit is not None and limit < 1:
-            passed = value is not None and value <= limit + 1e-9
-            gates.append(Gate(f"{name} <= {limit:g}", value, passed))
+        if limit is None or limit >= 1:
+            continue
+        name = f"{name} <= {limit:g}"
+        if summary.rows and not summary.rows_scored:
+            # The cases judged in errored rows are no run to pass on.
+            reason = f"{name}: every row errored, so no scored row to measure it on"
+            gates.append(Gate(name, value, False, reason))
+            continue
+        gates.append(Gate(name, value, value is not None and value <= limit + 1e-9))
     return gates
 
 

@@ -7,6 +7,7 @@ The JSON schema of this model must equal the published `config_schema` (titles, 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -93,12 +94,16 @@ def _validated(values: dict[str, Any]) -> OODMetricConfig:
         raise RequestValidationError(
             unknown[0], f"unknown config key; allowed keys: {', '.join(sorted(known))}"
         )
-    # A bool is an int to Python: `num_ood_queries: true` must not pass as 1.
     for name, value in values.items():
-        if isinstance(value, bool) and _allowed(name).startswith(("an integer", "a number")):
-            raise RequestValidationError(name, f"must be {_allowed(name)} (got {value!r})")
+        # JSON has no infinity or NaN, so the published schema's numbers are finite.
+        if isinstance(value, float) and not math.isfinite(value):
+            finite = _allowed(name).replace("a number", "a finite number", 1)
+            raise RequestValidationError(name, f"must be {finite} (got {value!r})")
+    _check_use_case(values.get("use_case"))
+    # Strict: the schema's types as they are. "3" is not an integer, "yes" not a boolean, and a
+    # bool is not a number (`num_ood_queries: true` must not pass as 1).
     try:
-        return OODMetricConfig.model_validate(values, strict=False)
+        return OODMetricConfig.model_validate(values, strict=True)
     except ValidationError as error:
         first = error.errors()[0]
         field = ".".join(str(part) for part in first["loc"]) or "config"
@@ -107,3 +112,22 @@ def _validated(values: dict[str, Any]) -> OODMetricConfig:
         raise RequestValidationError(
             field, f"must be {_allowed(top)} (got {got!r}: {first['msg']})"
         ) from None
+
+
+def _check_use_case(use_case: Any) -> None:
+    # Named by key: "use_case.examples: must be a string", not the whole mapping's type.
+    if isinstance(use_case, str):
+        raise RequestValidationError(
+            "use_case",
+            f"must be a string-to-string mapping or null (got {use_case!r}); a profile file "
+            "path is read only in a run config file (`load_run_config`, `assay run --config`)",
+        )
+    if not isinstance(use_case, Mapping):
+        return
+    for key, value in use_case.items():
+        if not isinstance(key, str):
+            raise RequestValidationError("use_case", f"keys must be strings (got {key!r})")
+        if not isinstance(value, str):
+            raise RequestValidationError(
+                f"use_case.{key}", f"must be a string (got {type(value).__name__} {value!r})"
+            )

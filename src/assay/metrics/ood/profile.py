@@ -152,6 +152,8 @@ def load_profile(path: Path) -> UseCaseProfile:
     """
     try:
         text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise RequestValidationError(str(path), not_utf8(error)) from None
     except OSError as error:
         raise RequestValidationError(str(path), f"cannot read profile: {error.strerror}") from None
     try:
@@ -163,3 +165,9 @@ def load_profile(path: Path) -> UseCaseProfile:
     if not isinstance(data, dict):
         raise RequestValidationError(str(path), "must hold a mapping of strings to strings")
     return profile_from_mapping(data, str(path))
+
+
+def not_utf8(error: UnicodeDecodeError) -> str:
+    """What to say of a file that is not UTF-8 text (the decoder's own message is "utf-8")."""
+    byte = error.object[error.start : error.start + 1].hex()
+    return f"is not UTF-8 text (byte 0x{byte} at offset {error.start}); save it as UTF-8"

@@ -52,8 +52,8 @@ def _prompt(value: Any, where: str) -> Prompt:
 def parse_rows(rows: Sequence[Mapping[str, Any]]) -> list[OODRow]:
     """Validate every row up front.
 
-    rows: mappings with at least input_id, prompt and sut_response (sut_response may be null,
-        meaning "ask the live system under test").
+    rows: mappings with at least input_id, prompt and sut_response (sut_response may be null
+        or blank, meaning "ask the live system under test").
 
     Raises RequestValidationError naming the row and the missing or bad columns.
     """
@@ -68,6 +68,10 @@ def parse_rows(rows: Sequence[Mapping[str, Any]]) -> list[OODRow]:
         response = row["sut_response"]
         if response is not None and not isinstance(response, str):
             raise RequestValidationError(f"{where}.sut_response", "must be a string or null")
+        if response is not None and not response.strip():
+            # A blank recorded reply is no reply (as an empty CSV cell is): ask the live system
+            # rather than judge nothing as an answer.
+            response = None
         parsed.append(
             OODRow(
                 input_id=str(row["input_id"]),

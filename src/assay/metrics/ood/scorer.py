@@ -264,7 +264,7 @@ async def score_rows(
     """Score `gdi_text_v1` rows for `llm.ood_detection`.
 
     rows: mappings with input_id, prompt (string or message list) and sut_response (a recorded
-        reply, or null to ask `sut`); optional context.
+        reply, or null or blank to ask `sut`); optional context.
     config: an OODMetricConfig or its mapping; `use_case` is required.
     sut: the live system under test that answers the probes (required: probes have no recorded
         replies).

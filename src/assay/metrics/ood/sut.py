@@ -15,11 +15,12 @@ import inspect
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
 from assay.metrics.ood.sut_errors import (
+    OPENAI_API_ROOT_HINT,
     OPENAI_KIND_HINT,
     SUTError,
     http_kind_hint,
@@ -104,6 +105,9 @@ class OpenAIChatSUT(SystemUnderTest):
             raw = await self._client.chat.completions.with_raw_response.create(
                 model=self._model, messages=messages, temperature=self._temperature
             )
+            # A body that is not JSON (an HTML error page) is the SUT's fault, like any bad
+            # reply: a failed case, not an exception that ends the run.
+            document = json_body(raw.http_response, OPENAI_API_ROOT_HINT)
             response = raw.parse()
         except APIStatusError as error:
             hint = None
@@ -123,10 +127,6 @@ class OpenAIChatSUT(SystemUnderTest):
         choices = getattr(response, "choices", None)
         content: str | None = choices[0].message.content if choices else None
         if content is None:
-            try:
-                document = raw.http_response.json()
-            except ValueError:
-                document = None
             completion = isinstance(document, dict) and "choices" in document
             hint = None if completion else http_kind_hint(document)
             raise SUTError("the endpoint returned no message content", "bad_output", hint=hint)
@@ -193,10 +193,7 @@ class HttpJsonSUT(SystemUnderTest):
                     "(--sut-kind openai) with the API root as the URL"
                 )
             raise failure
-        try:
-            document = response.json()
-        except json.JSONDecodeError:
-            raise SUTError(f"response is not JSON: {response.text[:200]!r}", "bad_output") from None
+        document = json_body(response)
         try:
             return reply_at(document, self._reply_path)
         except SUTError as failure:
@@ -210,6 +207,25 @@ class HttpJsonSUT(SystemUnderTest):
 
     async def aclose(self) -> None:
         await self._client.aclose()
+
+
+class _Response(Protocol):
+    """An HTTP response as httpx makes it (the openai SDK's vendored copy too)."""
+
+    @property
+    def content(self) -> bytes: ...
+
+    def json(self) -> Any: ...
+
+
+def json_body(response: _Response, hint: str | None = None) -> Any:
+    """The parsed JSON body of a SUT's response; SUTError ("bad_output", with `hint`) when
+    the body is not JSON."""
+    try:
+        return response.json()
+    except ValueError:  # JSONDecodeError, or bytes that are not text at all
+        text = response.content[:200].decode("utf-8", "replace")
+        raise SUTError(f"response is not JSON: {text!r}", "bad_output", hint=hint) from None
 
 
 def _status_error(status: int, detail: str, headers: Mapping[str, str]) -> SUTError:
@@ -292,7 +308,8 @@ async def ask_with_retries(
     limit: asyncio.Semaphore,
     backoff: float = BACKOFF_SECONDS,
 ) -> SUTReply:
-    """Ask `sut`, retrying failures; never raises for SUT or transport problems.
+    """Ask `sut`, retrying failures; never raises for SUT or transport problems. A blank
+    reply (empty or whitespace) is a failure of kind "bad_output", like a missing one.
 
     sut: the system under test.
     prompt: what to ask.
@@ -309,9 +326,14 @@ async def ask_with_retries(
         attempts += 1
         async with limit:
             try:
-                return await asyncio.wait_for(sut.ask(prompt), timeout)
+                text = await asyncio.wait_for(sut.ask(prompt), timeout)
             except TimeoutError:
                 raise SUTError(f"timed out after {timeout:g}s", "timeout") from None
+        # A reply with no text says nothing the judge could credit: it is a bad reply, as a
+        # missing one (`content: null`) is, whatever the adapter.
+        if not text.strip():
+            raise SUTError(f"the reply is blank ({text[:20]!r}): no text", "bad_output")
+        return text
 
     def classify(error: Exception) -> Retryable | None:
         if isinstance(error, SUTError):

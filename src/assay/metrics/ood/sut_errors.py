@@ -57,6 +57,12 @@ def http_kind_hint(document: Any) -> str:
     )
 
 
+#: What to say when an openai-kind call got a body that is not JSON (an HTML page, say).
+OPENAI_API_ROOT_HINT = (
+    "an OpenAI-compatible API answers in JSON: check that the URL is its API root "
+    "(e.g. http://host/v1)"
+)
+
 #: What to say when an http-kind call got an OpenAI chat completion.
 OPENAI_KIND_HINT = (
     "the reply is an OpenAI chat completion: use kind 'openai' (--sut-kind openai) with the API "

@@ -1,0 +1,110 @@
+"""Bad configs, profiles and `sut:` blocks are refused before any call, naming the field and
+what is wrong with it; a run config's `use_case` may be a profile file's path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from chatbot import BANK_PROFILE
+
+from assay.metrics.ood import load_run_config, parse_config, parse_run_config
+from assay.metrics.ood.profile import load_profile
+from assay.runner.metric_rows import MetricScorer, read_config_text
+from assay.schema import RequestValidationError
+
+SUT = {"kind": "openai", "url": "http://127.0.0.1:8000/v1"}
+
+
+def refused(values: dict[str, Any]) -> RequestValidationError:
+    with pytest.raises(RequestValidationError) as caught:
+        parse_run_config({"use_case": BANK_PROFILE, **values})
+    return caught.value
+
+
+@pytest.mark.parametrize(
+    ("values", "field", "words"),
+    [
+        # The schema's types as they are: no string for an integer or a boolean.
+        ({"num_ood_queries": "3"}, "num_ood_queries", "must be an integer between 1 and 32"),
+        ({"num_ood_queries": True}, "num_ood_queries", "must be an integer between 1 and 32"),
+        ({"inverted": "yes"}, "inverted", "must be a boolean (got 'yes'"),
+        ({"timeout_seconds": float("inf")}, "timeout_seconds", "finite number greater than 0"),
+        ({"weight": float("nan")}, "weight", "must be a finite number"),
+    ],
+)
+def test_config_values_of_the_wrong_type_are_refused_by_name(
+    values: dict[str, Any], field: str, words: str
+) -> None:
+    error = refused(values)
+    assert (error.field, words in error.message) == (field, True), error.message
+
+
+def test_a_profile_value_that_is_not_a_string_is_named_by_its_key() -> None:
+    with pytest.raises(RequestValidationError) as caught:
+        parse_config({"use_case": {**BANK_PROFILE, "examples": 5}})
+    assert caught.value.field == "use_case.examples"
+    assert caught.value.message == "must be a string (got int 5)"
+
+
+def test_a_profile_file_that_is_not_utf8_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "profile.yaml"
+    path.write_bytes(b"name: Caf\xe9 bot\n")
+    with pytest.raises(RequestValidationError) as caught:
+        load_profile(path)
+    assert caught.value.field == str(path)
+    assert caught.value.message.startswith("is not UTF-8 text (byte 0xe9 at offset 9)")
+
+
+@pytest.mark.parametrize(
+    ("url", "words"),
+    [
+        ("http://127.0.0.1:99999/v1", "is not a valid URL: Port out of range"),
+        ("http://[::1", "is not a valid URL: Invalid IPv6 URL"),
+        ("localhost:8000/v1", "must start with http:// or https://"),
+        ("http:///v1", "has no host"),
+    ],
+)
+def test_a_malformed_sut_url_is_refused_up_front(url: str, words: str) -> None:
+    error = refused({"sut": {**SUT, "url": url}})
+    assert error.field == "sut.url" and words in error.message
+
+
+@pytest.mark.parametrize(
+    ("sut", "field", "message"),
+    [
+        ({"kind": "http", "model": "m"}, "sut.model", "applies to sut.kind openai only"),
+        ({"kind": "http", "system_prompt": True}, "sut.system_prompt", "openai only"),
+        ({"reply_path": "data.reply"}, "sut.reply_path", "applies to sut.kind http only"),
+        ({"system_prompt": "yes"}, "sut.system_prompt", "must be true or false (got 'yes')"),
+    ],
+)
+def test_a_sut_key_of_the_other_kind_is_refused_by_name(
+    sut: dict[str, Any], field: str, message: str
+) -> None:
+    error = refused({"sut": {**SUT, **sut}})
+    assert error.field == field and message in error.message
+
+
+def test_a_run_config_reads_a_profile_path_relative_to_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "configs"
+    folder.mkdir()
+    (folder / "profile.yaml").write_text(yaml.safe_dump({"use_case": BANK_PROFILE}))
+    config_file = folder / "cfg.yaml"
+    config_file.write_text(yaml.safe_dump({"use_case": "profile.yaml", "sut": SUT}))
+    monkeypatch.chdir(tmp_path)  # not the config's folder
+
+    config, sut = load_run_config(config_file)
+    assert config.use_case == BANK_PROFILE and sut is not None
+    # `assay run --config` reads it the same way, and runs on the profile's text.
+    scorer = MetricScorer("llm.ood_detection", read_config_text(config_file))
+    assert scorer.settings[0].use_case == BANK_PROFILE
+    assert "Harbour Bank" in scorer.config_text
+
+    config_file.write_text(yaml.safe_dump({"use_case": "missing.yaml", "sut": SUT}))
+    with pytest.raises(RequestValidationError, match="cannot read profile"):
+        read_config_text(config_file)
