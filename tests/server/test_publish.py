@@ -161,6 +161,10 @@ def test_a_run_interrupted_while_publishing_continues_and_stores_nothing_twice(
     assert "run the same command again" in error
     assert len(stored_items(live_server)) == 2 * 5
     judged = len(log.read_text().splitlines())
+    # The rest must go where the first rows went: another server is refused.
+    elsewhere = run_publish(data, live_server.url, log=log)
+    assert elsewhere.returncode == 2
+    assert f"--publish: this run already sent 5 rows to base_url={proxy.url}," in elsewhere.stderr
 
     proxy.refuse_after = None
     resumed = run_publish(data, proxy.url, log=log)
@@ -175,6 +179,24 @@ def test_a_run_interrupted_while_publishing_continues_and_stores_nothing_twice(
     again = run_publish(data, proxy.url)
     assert again.returncode == 0 and "already holds this run" in again.stderr
     assert len(stored_items(live_server)) == 2 * 12
+
+
+def test_a_wrong_server_url_is_corrected_without_scoring_again(
+    live_server: LiveServer, tmp_path: Path
+) -> None:
+    data = write_rows(tmp_path / "rows.jsonl", 6)
+    log = tmp_path / "judged.txt"
+
+    wrong = run_publish(data, "http://127.0.0.1:9", log=log)
+    assert wrong.returncode == 1
+    judged = len(log.read_text().splitlines())
+
+    # Nothing was sent, so the run may go to the right server now.
+    right = run_publish(data, live_server.url, log=log)
+    assert right.returncode == 0, right.stderr
+    assert "published 6 rows" in right.stdout
+    assert len(log.read_text().splitlines()) == judged  # scored once
+    assert len(stored_items(live_server)) == 2 * 6
 
 
 def published_item(key: str, detector: str = "output_relevance") -> dict[str, Any]:

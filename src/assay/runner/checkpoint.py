@@ -61,6 +61,9 @@ class Checkpoint:
     run_id: this run's id, chosen when it started and kept across resumes, so that results
         published again after an interruption are recognised rather than stored twice.
     rows_published: output rows (counted from the first) already sent to the server.
+    publish_target: where the run publishes (server, application, model), when it does: kept
+        in clear so that a target corrected before anything was sent can be told apart from
+        another run (`runner.local.resume_checkpoint`).
     """
 
     fingerprint: str
@@ -70,6 +73,20 @@ class Checkpoint:
     finished: bool = False
     run_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     rows_published: int = 0
+    publish_target: dict[str, str] | None = None
+
+
+def read_checkpoint(path: Path) -> Checkpoint | None:
+    """The checkpoint at `path` as it is, or None if there is none; RequestValidationError
+    (field "out") when it cannot be read."""
+    if not path.exists():
+        return None
+    try:
+        return Checkpoint(**json.loads(path.read_text(encoding="utf-8")))
+    except (json.JSONDecodeError, TypeError) as error:
+        raise RequestValidationError(
+            "out", f"checkpoint {path} is unreadable ({error}); pass --overwrite to start over"
+        ) from None
 
 
 def load_checkpoint(path: Path, expected_fingerprint: str) -> Checkpoint | None:
@@ -78,15 +95,9 @@ def load_checkpoint(path: Path, expected_fingerprint: str) -> Checkpoint | None:
     Raises RequestValidationError (field "out") when it belongs to a different input or options,
     saying how to start over.
     """
-    if not path.exists():
+    checkpoint = read_checkpoint(path)
+    if checkpoint is None:
         return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        checkpoint = Checkpoint(**data)
-    except (json.JSONDecodeError, TypeError) as error:
-        raise RequestValidationError(
-            "out", f"checkpoint {path} is unreadable ({error}); pass --overwrite to start over"
-        ) from None
     if checkpoint.version != CHECKPOINT_VERSION or checkpoint.fingerprint != expected_fingerprint:
         raise RequestValidationError(
             "out",

@@ -29,6 +29,7 @@ from assay.runner.checkpoint import (
     checkpoint_path_for,
     fingerprint,
     load_checkpoint,
+    read_checkpoint,
     remove_checkpoint,
     save_checkpoint,
 )
@@ -265,6 +266,37 @@ def run_fingerprint(input_path: Path, scorer: RowScorer, control: RunControl) ->
     return fingerprint(input_path, settings)
 
 
+def resume_checkpoint(
+    path: Path, this_run: str, input_path: Path, scorer: RowScorer, control: RunControl
+) -> Checkpoint | None:
+    """The unfinished run's checkpoint to resume (None when there is none).
+
+    A run that differs only in where it publishes (a wrong server URL, application or model,
+    corrected) resumes with the new target as long as it has not sent a row yet; once it has,
+    the rest must go where the first rows went. Any other difference is refused as
+    `load_checkpoint` says.
+    """
+    try:
+        return load_checkpoint(path, this_run)
+    except RequestValidationError:
+        old = read_checkpoint(path)
+        if old is None or old.publish_target is None or control.publisher is None:
+            raise
+        settings = {**scorer_fingerprint(scorer), "publish": old.publish_target}
+        if fingerprint(input_path, settings) != old.fingerprint:
+            raise
+        if old.rows_published:
+            where = ", ".join(f"{key}={value}" for key, value in old.publish_target.items())
+            raise RequestValidationError(
+                "publish",
+                f"this run already sent {old.rows_published} rows to {where}; rerun with those "
+                "publishing options to send the rest, or pass --overwrite to start over",
+            ) from None
+        old.fingerprint = this_run
+        old.publish_target = dict(control.publisher.target)
+        return old
+
+
 async def drive_run(
     input_path: Path,
     output_path: Path | None,
@@ -287,7 +319,7 @@ async def drive_run(
     if control.overwrite:
         remove_checkpoint(checkpoint_path)
     this_run = run_fingerprint(input_path, scorer, control)
-    checkpoint = load_checkpoint(checkpoint_path, this_run)
+    checkpoint = resume_checkpoint(checkpoint_path, this_run, input_path, scorer, control)
     keep = control.keep_finished and not control.overwrite
     if checkpoint is None and output_path.exists() and keep:
         if finished_fingerprint(output_path) == this_run:
@@ -302,7 +334,8 @@ async def drive_run(
     await scorer.before_rows()
     if checkpoint is not None and control.on_resume is not None:
         control.on_resume(checkpoint.rows_done)
-    checkpoint = checkpoint or Checkpoint(this_run)
+    target = dict(control.publisher.target) if control.publisher is not None else None
+    checkpoint = checkpoint or Checkpoint(this_run, publish_target=target)
     output_path.parent.mkdir(parents=True, exist_ok=True)
     # Saved before the output is opened: a run killed in between leaves a checkpoint to resume,
     # never an output file that looks finished.
