@@ -304,3 +304,33 @@ def test_run_refuses_options_that_cannot_work(
     assert result.exit_code == 2, result.output
     assert result.stderr.startswith(message), result.stderr
     assert not (tmp_path / "rows.scored.jsonl").exists()
+
+
+@pytest.mark.parametrize("flags", [[], ["--no-cache"]])
+def test_a_bad_llm_variable_stops_a_run_before_any_row_naming_it(
+    tmp_path: Path, flags: list[str]
+) -> None:
+    data = tmp_path / "rows.jsonl"
+    data.write_text(json.dumps({"user_query": QUERY, "generated_text": RESPONSE}) + "\n")
+    env = {
+        "ASSAY_LLM_BASE_URL": "http://127.0.0.1:9/v1",
+        "ASSAY_LLM_MODEL": "m",
+        "ASSAY_LLM_VOTES": "0",
+    }
+    result = runner.invoke(app, ["run", str(data), "--judge", "openai", *flags], env=env)
+    assert result.exit_code == 2, result.output
+    # Named by its variable (not as an --llm option), and no row was scored.
+    assert result.stderr.strip() == "error: ASSAY_LLM_VOTES: must be at least 1"
+    assert not (tmp_path / "rows.scored.jsonl").exists()
+
+
+def test_a_dry_run_prints_json_when_asked(tmp_path: Path) -> None:
+    data = tmp_path / "rows.jsonl"
+    data.write_text(json.dumps({"user_query": QUERY, "generated_text": RESPONSE}) + "\n")
+    env = {"ASSAY_LLM_BASE_URL": "http://127.0.0.1:9/v1", "ASSAY_LLM_MODEL": "m"}
+    command = ["run", str(data), "--judge", "openai", "--dry-run", "--json"]
+    result = runner.invoke(app, command, env=env)
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.stdout)  # nothing but JSON on stdout; nothing was sent
+    assert plan["rows_calling_the_llm"] == 1 and plan["calls"] >= 1
+    assert plan["endpoint"] == "http://127.0.0.1:9/v1" and plan["model"] == "m"

@@ -10,12 +10,14 @@ not load), 2 unusable input, 3 some rows errored (unless `--allow-errors`).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, Protocol
 
 import typer
@@ -278,13 +280,27 @@ def warn(message: str) -> None:
     )
 
 
-def print_plan(settings: LLMSettings, estimate: CostEstimate, rows: int) -> None:
+def print_plan(
+    settings: LLMSettings, estimate: CostEstimate, rows: int, as_json: bool = False
+) -> None:
     """Show a dry run's numbers on stdout.
 
     settings: the LLM judge's settings (endpoint, model, strategy, votes).
     estimate: calls and tokens the run would spend.
     rows: rows that would call the LLM.
+    as_json: one JSON object instead of the table.
     """
+    if as_json:
+        plan = {
+            "endpoint": settings.base_url,
+            "model": settings.model,
+            "strategy": settings.strategy,
+            "votes_without_logprobs": settings.votes,
+            "rows_calling_the_llm": rows,
+            **asdict(estimate),
+        }
+        typer.echo(json.dumps(plan, indent=2))
+        return
     table = Table(title="dry run: nothing was sent to the LLM endpoint")
     table.add_column("")
     table.add_column("value", justify="right")
@@ -321,6 +337,7 @@ def print_usage(usage: Usage, rows_with_calls: int, rows: int) -> None:
         parts.append(f"{usage.probe_calls} capability probe calls")
     if usage.disagreements:
         parts.append(
-            f"{usage.disagreements} written answers disagreed with their probability (see evidence)"
+            f"{usage.disagreements} written answers disagreed with their probability (their "
+            "explanations say so, with explanations on)"
         )
     Console(highlight=False).print("; ".join(parts), soft_wrap=True)

@@ -83,7 +83,7 @@ def detect_command(
         if dry_run:
             from assay.runner.plan import llm_judge_settings, plan_items
 
-            print_plan(llm_judge_settings(), *plan_items([item], judge))
+            print_plan(llm_judge_settings(), *plan_items([item], judge), as_json=as_json)
             return
         results = run_sync(detect_items([item], judge))
     if as_json:

@@ -93,6 +93,19 @@ CascadeBand = Annotated[
     ),
 ]
 
+
+def check_llm_judge(name: str | None) -> None:
+    """Build the LLM judge now when the run will use it (`--judge` or `$ASSAY_JUDGE`), so a bad
+    `$ASSAY_LLM_*` or `$ASSAY_CASCADE_BAND` value stops the command before any row, naming the
+    variable, instead of failing every row. Building one calls nothing."""
+    from assay.environment import default_judge_name
+    from assay.judges import get_judge
+
+    chosen = name or default_judge_name()
+    if chosen in ("openai", "cascade"):
+        get_judge(chosen)
+
+
 #: How the LLM options are named in error messages (merged into the commands' own maps).
 LLM_OPTION_LABELS = {"llm": "--llm", "band": "--cascade-band"}
 
@@ -107,14 +120,18 @@ def apply_llm_options(no_cache: bool, settings: Sequence[str] | None, band: str 
     """
     if not (no_cache or settings or band):
         return  # the judges read the environment themselves, when (and if) one is built
-    from assay.judges.cascade import parse_band
+    from assay.judges.cascade import band_from_env, parse_band
     from assay.judges.openai import configure
-    from assay.judges.openai.settings import parse_overrides
+    from assay.judges.openai.settings import parse_overrides, settings_from_env
 
     chosen_band = parse_band(band, "band") if band else None
     overrides = parse_overrides(settings or [])
     if no_cache:
         overrides["cache"] = False
+    # The environment's own mistakes are named by their variable, not blamed on a flag.
+    settings_from_env()
+    if chosen_band is None:
+        band_from_env()
     try:
         configure(band=chosen_band, **overrides)
     except RequestValidationError as error:

@@ -38,6 +38,7 @@ from assay.cli.options import (
     LLMOptions,
     UseCache,
     apply_llm_options,
+    check_llm_judge,
 )
 from assay.cli.publishing import PUBLISH_OPTIONS, ClientPublisher, build_publisher
 from assay.cli.scorers import manifest_stream_batch_size, run_scorer
@@ -251,6 +252,8 @@ def run_command(
     with reported_errors(_RUN_OPTIONS):
         apply_llm_options(not cache, llm, cascade_band)
         scorer = run_scorer(detector, metric, config, explain, judge, column)
+        if isinstance(scorer, DetectorScorer):
+            check_llm_judge(judge)
         if stream_batch_size is None:
             stream_batch_size = manifest_stream_batch_size(metric)
         options = RunOptions(batch_size, stream_batch_size, workers, row_timeout)
@@ -278,7 +281,7 @@ def run_command(
                 raise RequestValidationError("dry_run", "estimates LLM calls of detector runs only")
             from assay.runner.plan import llm_judge_settings, plan_rows
 
-            print_plan(llm_judge_settings(), *plan_rows(file, scorer))
+            print_plan(llm_judge_settings(), *plan_rows(file, scorer), as_json=as_json)
             return
         total = count_rows(file)
         control = RunControl(
