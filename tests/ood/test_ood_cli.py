@@ -117,7 +117,9 @@ def test_ood_over_the_http_kind_sees_an_over_refusing_bot(
         (["--out", "/proc/x.jsonl"], "--out: cannot write /proc/x.jsonl"),
         (["--config", "cfg-latin1.yaml"], "is not UTF-8 text (byte 0xe9 at offset 16)"),
         # NaN passes a plain range check (it compares false): the gates refuse it by name.
-        (["--fail-under", "nan"], "'--fail-under': must be a number from 0 to 1, got nan"),
+        (["--fail-under", "nan"], "'--fail-under': must be a finite number, got nan"),
+        # The mean-score gate lives on the score's scale (0-1 unless min/max rescale it).
+        (["--fail-under", "1.5"], "--fail-under: must be between 0 and 1, the score's range"),
         (["--max-over-rejection", "1.5"], "'--max-over-rejection': must be a number from 0 to 1"),
         (["--max-missed-refusal", "nan"], "'--max-missed-refusal': must be a number from 0 to 1"),
     ],
@@ -171,3 +173,17 @@ def test_ood_against_an_openai_kind_whose_probes_get_no_json_reports_each_case(
     assert "response is not JSON: '<html>oops'" in done.stdout
     assert "1 of 1 rows could not be scored (2 failed calls" in done.stderr
     assert 'errors="1"' in junit.read_text()
+
+
+def test_ood_fail_under_follows_a_rescaled_score(profile_file: Path, tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("min: 0\nmax: 10\n", encoding="utf-8")
+    base = ["ood", "--use-case", str(profile_file), "--config", str(config)]
+    outside = assay(*base, "--sut-url", "http://127.0.0.1:9", "--fail-under", "12")
+    assert outside.returncode == 2
+    assert (
+        outside.stderr.strip() == "error: --fail-under: must be between 0 and 10, the score's range"
+    )
+    # Inside the rescaled range the option is taken (the run then stops at the dead SUT).
+    inside = assay(*base, "--sut-url", "http://127.0.0.1:9", "--fail-under", "8")
+    assert inside.returncode == 2 and "--fail-under" not in inside.stderr

@@ -15,6 +15,7 @@ system under test that does not answer), 3 some rows could not be scored (0 with
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -72,7 +73,18 @@ _SUT_OPTIONS = {
     "reply_path": "--reply-path",
     "out": "--out",
     "junit": "--junit",
+    "fail_under": "--fail-under",
 }
+
+
+def _finite(value: float | None) -> float | None:
+    # Click lets NaN and infinity through a float option; the range is checked once the
+    # config (min, max) is known.
+    if value is not None and not math.isfinite(value):
+        raise typer.BadParameter(f"must be a finite number, got {value}")
+    return value
+
+
 _DEFAULT_MODEL = "default"
 _DEFAULT_BODY_TEMPLATE = '{"message": "{prompt}"}'
 _DEFAULT_REPLY_PATH = "reply"
@@ -157,8 +169,9 @@ def ood_command(
         float | None,
         typer.Option(
             "--fail-under",
-            callback=rate,
-            help="Fail when the mean score is lower (0-1).",
+            callback=_finite,
+            help="Fail when the mean score is lower (on the score's scale: 0-1 unless the "
+            "config's min/max rescale it).",
         ),
     ] = None,
     max_over_rejection: Annotated[
@@ -192,6 +205,12 @@ def ood_command(
             check_writable(junit, "junit")
         profile = load_profile(use_case)
         settings = _config(config, num_ood_queries, profile)
+        # The gate reads the score users see, so it lives on that score's scale.
+        low, high = sorted((settings.min, settings.max))
+        if fail_under is not None and not low <= fail_under <= high:
+            raise RequestValidationError(
+                "fail_under", f"must be between {low:g} and {high:g}, the score's range"
+            )
         examples = profile.examples()
         if not examples:
             raise RequestValidationError(
