@@ -15,7 +15,6 @@ system under test that does not answer), 3 some rows could not be scored (0 with
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -40,7 +39,7 @@ from assay.cli.common import (
     reported_errors,
     warn,
 )
-from assay.cli.options import AllowErrors, JsonOutput, Junit, rate
+from assay.cli.options import AllowErrors, JsonOutput, Junit, number_option, rate
 from assay.judges.usage import Usage
 from assay.metrics.ood import METRIC_NAME
 from assay.metrics.ood.config import OODMetricConfig, parse_config
@@ -77,13 +76,8 @@ _SUT_OPTIONS = {
 }
 
 
-def _finite(value: float | None) -> float | None:
-    # Click lets NaN and infinity through a float option; the range is checked once the
-    # config (min, max) is known.
-    if value is not None and not math.isfinite(value):
-        raise typer.BadParameter(f"must be a finite number, got {value}")
-    return value
-
+#: Finite here; its range is checked once the config (min, max) is known.
+_finite = number_option("a finite number")
 
 _DEFAULT_MODEL = "default"
 _DEFAULT_BODY_TEMPLATE = '{"message": "{prompt}"}'

@@ -3,7 +3,8 @@ flags (`--llm`, `--no-cache`, `--cascade-band`) become its settings before anyth
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated
 
@@ -12,11 +13,22 @@ import typer
 from assay.schema import RequestValidationError
 
 
-def rate(value: float | None) -> float | None:
-    """Option callback for a 0-1 figure: Click's range lets NaN through (it compares false)."""
-    if value is not None and not 0 <= value <= 1:
-        raise typer.BadParameter(f"must be a number from 0 to 1, got {value}")
-    return value
+def number_option(
+    what: str, low: float = -math.inf, high: float = math.inf
+) -> Callable[[float | None], float | None]:
+    """An option callback that takes a finite number from `low` to `high`, and otherwise says
+    it "must be {what}". Click's own range check lets NaN through (it compares false)."""
+
+    def check(value: float | None) -> float | None:
+        if value is not None and not (math.isfinite(value) and low <= value <= high):
+            raise typer.BadParameter(f"must be {what}, got {value}")
+        return value
+
+    return check
+
+
+#: A 0-1 figure (a rate, a score).
+rate = number_option("a number from 0 to 1", 0.0, 1.0)
 
 
 Explain = Annotated[

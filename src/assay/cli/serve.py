@@ -2,22 +2,18 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from assay.cli.common import reported_errors
+from assay.cli.options import number_option
 
 _SERVE_OPTIONS = {"database_url": "--database-url", "api_keys_file": "--api-keys-file"}
 
 
-def _lease_seconds(value: float) -> float:
-    # Click's own range check lets NaN through (it compares false).
-    if not 0.1 <= value < math.inf:
-        raise typer.BadParameter(f"must be a number of seconds from 0.1, got {value}")
-    return value
+_lease_seconds = number_option("a number of seconds from 0.1", 0.1)
 
 
 def serve_command(

@@ -69,7 +69,8 @@ async def retry_failed_async(
         for line in iter_output_lines(output_path)
         if line_failed(line, scorer.score_names)
     }
-    check_same_rows(input_path, output_path, scorer, failed)
+    carried = carried_columns(input_path, scorer)
+    check_same_rows(input_path, output_path, scorer, failed, carried)
     if failed:
         rows = [row for row in read_rows(input_path) if row[0] in failed]
         done = 0
@@ -81,7 +82,6 @@ async def retry_failed_async(
                 on_progress(done)
 
         rescored = {line["row"]: line for line in await score_rows(rows, scorer, options, advance)}
-        carried = carried_columns(input_path, scorer)
         _replace_lines(output_path, rescored, scorer.score_names, carried, options)
     # The output still holds the same run, now with fewer failures: keep its fingerprint.
     run = finished_fingerprint(output_path)
@@ -91,13 +91,20 @@ async def retry_failed_async(
 
 
 def check_same_rows(
-    input_path: Path, output_path: Path, scorer: RowScorer, failed: Collection[int]
+    input_path: Path,
+    output_path: Path,
+    scorer: RowScorer,
+    failed: Collection[int],
+    carried: Sequence[CarriedColumn],
 ) -> None:
     """Refuse a retry whose input does not hold the finished run's rows: a failed row may have
     been fixed in the input, but every other row must be where it was, with the same text, or
-    the retried rows would land in the wrong places."""
-    carried = [name for name, _ in carried_columns(input_path, scorer)]
-    sources = {name: dict(getattr(scorer, "column_map", ())).get(name, name) for name in carried}
+    the retried rows would land in the wrong places.
+
+    carried: the input columns the output carries (`carried_columns`), the texts compared.
+    """
+    column_map = dict(getattr(scorer, "column_map", ()))
+    sources = {name: column_map.get(name, name) for name, _ in carried}
 
     def refuse(problem: str) -> NoReturn:
         raise RequestValidationError(
@@ -115,7 +122,7 @@ def check_same_rows(
             refuse(f"row {number} of the input is row {line['row']} of the output")
         if number in failed or not isinstance(fields, Mapping):
             continue
-        for name in carried:  # texts only: other values may be normalised (NaN written as null)
+        for name in sources:  # texts only: other values may be normalised (NaN written as null)
             given, kept = fields.get(sources[name]), line.get(name)
             if isinstance(given, str) and isinstance(kept, str) and given != kept:
                 refuse(f"row {number} has another {name}")
