@@ -1,8 +1,8 @@
 """Settings every command reads from the environment, parsed in one place.
 
-`check_environment()` reads them all when a command starts, so a bad value stops it at once with
-the variable named (exit 2), instead of failing every row later. Kept free of heavy imports: the
-CLI calls it before any command runs.
+The CLI reads them all when a command starts (`assay.cli.check_environment`), so a bad value stops
+it at once with the variable named (exit 2), instead of failing every row later. Imports nothing
+of Assay's judges: the embedded judge reads its thread count and cache bound from here.
 """
 
 from __future__ import annotations
@@ -46,16 +46,3 @@ def cache_megabytes() -> float:
 def default_judge_name() -> str:
     """The judge for detectors whose config names none (`$ASSAY_JUDGE`, default "embedded")."""
     return os.environ.get(JUDGE_ENV, "").strip() or "embedded"
-
-
-def check_environment() -> None:
-    """Raise RequestValidationError naming the first variable whose value cannot work."""
-    from assay.judges import judge_names
-
-    thread_count()
-    cache_megabytes()
-    judge = default_judge_name()
-    if judge not in judge_names():
-        raise RequestValidationError(
-            f"${JUDGE_ENV}", f"unknown judge {judge!r}; known judges: {', '.join(judge_names())}"
-        )

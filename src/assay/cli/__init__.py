@@ -40,6 +40,23 @@ app = typer.Typer(
 )
 
 
+def check_environment() -> None:
+    """Raise RequestValidationError naming the first `$ASSAY_*` variable whose value cannot work."""
+    # Imported here, not at the top: `assay --help` should not pay for them.
+    from assay.environment import JUDGE_ENV, cache_megabytes, default_judge_name, thread_count
+    from assay.judges import judge_names
+    from assay.schema import RequestValidationError
+
+    thread_count()
+    cache_megabytes()
+    judge = default_judge_name()
+    if judge not in judge_names():
+        known = ", ".join(judge_names())
+        raise RequestValidationError(
+            f"${JUDGE_ENV}", f"unknown judge {judge!r}; known judges: {known}"
+        )
+
+
 def _print_version(value: bool) -> None:
     if value:
         from assay import __version__
@@ -61,8 +78,6 @@ def _root(
     ] = False,
 ) -> None:
     """Judge the outputs of LLM applications."""
-    from assay.environment import check_environment
-
     with reported_errors({}):  # a bad $ASSAY_* value stops every command at once, named
         check_environment()
 
