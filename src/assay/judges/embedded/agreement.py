@@ -190,18 +190,20 @@ def context_conflicts(
     return sorted(found, key=lambda c: -c.strength)
 
 
-def self_conflicts(sentences: Sequence[str], similarity: Matrix) -> list[Conflict]:
+def self_conflicts(
+    sentences: Sequence[str], similarity: Matrix, context_text: str = ""
+) -> list[Conflict]:
     """Conflicts between two sentences of the response (identical repeats are not conflicts).
 
-    similarity: sentences × sentences cosine similarities.
+    similarity: sentences × sentences cosine similarities. A number the context states is not a
+    substitution: "returns within 30 days" and "refunds within 5 days" restate two facts.
     """
+    known = frozenset(m.group(0) for m in _TOKEN.finditer(context_text) if m.group(0)[0].isdigit())
     found: list[Conflict] = []
     for j in range(len(sentences)):
         for k in range(j + 1, len(sentences)):
             if similarity[j, k] >= CANDIDATE and sentences[j] != sentences[k]:
-                found += _pair_conflicts(
-                    sentences[j], sentences[k], float(similarity[j, k]), frozenset()
-                )
+                found += _pair_conflicts(sentences[j], sentences[k], float(similarity[j, k]), known)
     return sorted(found, key=lambda c: -c.strength)
 
 

@@ -58,13 +58,17 @@ class Logistic:
     curve_z: tuple[float, ...] = ()
     curve_p: tuple[float, ...] = ()
 
-    def logit(self, values: dict[str, float]) -> float:
-        return self.bias + sum(
-            w * (values[name] - m) / s
+    def pull(self, values: dict[str, float]) -> dict[str, float]:
+        """Each feature's term of the logit (negative: it pushed towards "not followed")."""
+        return {
+            name: w * (values[name] - m) / s
             for name, m, s, w in zip(
                 self.features, self.mean, self.scale, self.weights, strict=True
             )
-        )
+        }
+
+    def logit(self, values: dict[str, float]) -> float:
+        return self.bias + sum(self.pull(values).values())
 
     def probability(self, values: dict[str, float]) -> float:
         z = np.array([self.logit(values)])

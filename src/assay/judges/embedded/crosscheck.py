@@ -69,7 +69,8 @@ def features(
     answers: Mapping[Pair, Probabilities],
     closest: Mapping[str, str],
 ) -> tuple[dict[str, float], dict[str, Pair]]:
-    """Features from the model's answers, and the pairs worth quoting.
+    """Features from the model's answers, and the pairs worth quoting: the most contradicted
+    context pair ("context"), of those a sentence restates ("restated"), and of self pairs ("self").
 
     closest: each response sentence's most similar context statement (the one it restates, if
     any). A contradiction is read there: against other statements, "contradicted" mostly means
@@ -80,9 +81,8 @@ def features(
         pair: p if may_conflict(*pair) else np.array([p[0], 0.0, p[2]], dtype=p.dtype)
         for pair, p in answers.items()
     }
-    restated = [
-        float(answers[(closest[s], s)][1]) for s in sentences if (closest.get(s, ""), s) in answers
-    ]
+    restated_pairs = [(closest[s], s) for s in sentences if (closest.get(s, ""), s) in answers]
+    restated = [float(answers[pair][1]) for pair in restated_pairs]
     contra: dict[str, float] = {}
     support: dict[str, float] = {}
     covered: dict[str, float] = {}
@@ -115,6 +115,8 @@ def features(
     quotes: dict[str, Pair] = {}
     if worst is not None:
         quotes["context"] = worst
+    if restated_pairs:
+        quotes["restated"] = max(restated_pairs, key=lambda pair: answers[pair][1])
     if self_worst is not None:
         quotes["self"] = self_worst
     return out, quotes

@@ -8,11 +8,15 @@ problem; a broken one names the problem (the sentence, the missing statement, th
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from assay.judges.embedded.signals import SEPARATOR, Evidence
 from assay.judges.embedded.text import shorten
 from assay.schema import round_probability
+
+#: How much each feature moved this item's logit for the check being explained (weight ×
+#: standardised value, signed so that negative pushed towards "not followed").
+Pull = Mapping[str, float]
 
 #: An agreement-model reading at least this sure is quoted as a contradiction.
 CONTRADICTION_QUOTED = 0.5
@@ -25,26 +29,40 @@ def _quoted(joined: str, limit: int = 2) -> str:
     return "; ".join(items)
 
 
-def _terms(ev: Evidence) -> str:
+def _count(number: int, noun: str) -> str:
+    """ "1 sentence", "3 sentences"."""
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
+
+
+def _all_terms(ev: Evidence) -> bool:
     n = ev.notes
-    return f"{n['covered_query_terms']} of {n['query_terms']} key query terms"
+    return int(n["query_terms"]) > 0 and n["covered_query_terms"] == n["query_terms"]
 
 
-def _core_intent(ev: Evidence, ok: bool) -> str:
+def _terms(ev: Evidence) -> str:
+    """'; it uses 1 of 3 key query terms (missing: ...)', or nothing for a query without any."""
+    n = ev.notes
+    if int(n["query_terms"]) == 0:
+        return ""
+    missing = f" (missing: {n['missing_query_terms']})" if n["missing_query_terms"] else ""
+    return f"; it uses {n['covered_query_terms']} of {n['query_terms']} key query terms{missing}"
+
+
+def _core_intent(ev: Evidence, ok: bool, pull: Pull) -> str:
     f, n = ev.features, ev.notes
     if ok:
+        terms = f"; it uses all {n['query_terms']} key query terms" if _all_terms(ev) else ""
         return (
             f"The response engages the query directly (similarity {f['q_resp']:.2f}), "
-            f"most of all in '{shorten(n['best_sentence'])}'; it uses {_terms(ev)}."
+            f"most of all in '{shorten(n['best_sentence'])}'{terms}."
         )
-    missing = f" (missing: {n['missing_query_terms']})" if n["missing_query_terms"] else ""
     return (
-        f"The response does not address the query's intent (similarity {f['q_resp']:.2f}); "
-        f"it uses {_terms(ev)}{missing}."
+        f"The response does not address the query's intent (similarity {f['q_resp']:.2f})"
+        f"{_terms(ev)}."
     )
 
 
-def _prioritize(ev: Evidence, ok: bool) -> str:
+def _prioritize(ev: Evidence, ok: bool, pull: Pull) -> str:
     f, n = ev.features, ev.notes
     share = 1 - f["q_offtopic_share"]
     if ok:
@@ -52,6 +70,16 @@ def _prioritize(ev: Evidence, ok: bool) -> str:
         if n["best_sentence"] == ev.sentences[0]:
             return f"It puts the answer first: {best}."
         return f"It keeps to the question: {share:.0%} of its sentences bear on it, and {best}."
+    if len(ev.sentences) == 1:
+        return (
+            f"Its one sentence bears only loosely on the question (similarity "
+            f"{f['q_sent_mean']:.2f}): {_quoted(ev.sentences[0], 1)}."
+        )
+    if n["offtopic_sentences"] and share == 0:
+        return (
+            "None of its sentences bears squarely on the question; the least relevant is "
+            f"{_quoted(n['worst_sentence'], 1)}."
+        )
     if n["offtopic_sentences"]:
         return (
             f"Only {share:.0%} of its sentences bear on the question; it gives room to less "
@@ -64,7 +92,7 @@ def _prioritize(ev: Evidence, ok: bool) -> str:
     )
 
 
-def _tangents(ev: Evidence, ok: bool) -> str:
+def _tangents(ev: Evidence, ok: bool, pull: Pull) -> str:
     n = ev.notes
     if ok:
         return "Every sentence stays with the query's subject."
@@ -72,15 +100,20 @@ def _tangents(ev: Evidence, ok: bool) -> str:
     return f"Unrelated or tangential content: {_quoted(stray)}."
 
 
-def _misinterpretation(ev: Evidence, ok: bool) -> str:
+def _misinterpretation(ev: Evidence, ok: bool, pull: Pull) -> str:
     f, n = ev.features, ev.notes
     if ok:
-        return f"The response keeps the query's meaning: it addresses {_terms(ev)}."
+        if _all_terms(ev):
+            terms = n["query_terms"]
+            return (
+                f"The response keeps the query's meaning: it addresses all {terms} key query terms."
+            )
+        return f"The response keeps the query's meaning (similarity {f['q_resp']:.2f})."
     missing = f"; not addressed: {n['missing_query_terms']}" if n["missing_query_terms"] else ""
     return f"The response may answer a different question (similarity {f['q_resp']:.2f}){missing}."
 
 
-def _aspects(ev: Evidence, ok: bool) -> str:
+def _aspects(ev: Evidence, ok: bool, pull: Pull) -> str:
     n = ev.notes
     if not ev.query:  # the context's statements stand in for the query's parts
         if ok:
@@ -97,69 +130,119 @@ def _aspects(ev: Evidence, ok: bool) -> str:
     return f"Part of the query is left unanswered: '{shorten(n['weakest_aspect'])}'."
 
 
-def _coverage(ev: Evidence, ok: bool) -> str:
+def _statements(total: int) -> str:
+    """ "the context's one statement", "all 3 context statements"."""
+    return "the context's one statement" if total == 1 else f"all {total} context statements"
+
+
+def _key_information(ev: Evidence, ok: bool, pull: Pull) -> str:
     n = ev.notes
+    covered, total = int(n["covered"]), int(n["statements"])
     if ok:
-        restated = f"{n['covered']} of {n['statements']} restated"
-        return f"The response includes the context's key statements ({restated})."
+        if covered == total:
+            restated = _statements(total)
+            return f"The response includes the context's key information: it restates {restated}."
+        if covered:
+            return (
+                "The response includes what the judge reads as the context's key information, "
+                f"such as {_quoted(n['restated_statements'], 1)}."
+            )
+        return "The response conveys the context's key information in its own words."
     if n["missing_statements"]:
         return (
-            f"The response covers only {n['covered']} of {n['statements']} context statements; "
+            f"The response covers only {covered} of {_count(total, 'context statement')}; "
             f"missing: {_quoted(n['missing_statements'])}."
         )
-    # Every statement is touched: the check failed on how fully or how faithfully.
-    f, total = ev.features, int(n["statements"])
-    entailed = round(f["entailed_cover_share"] * total)
+    # Every statement is touched: the check failed on how faithfully they are restated.
+    entailed = round(ev.features["entailed_cover_share"] * total)
     if entailed == 0:
         return (
-            f"It touches all {total} context statement(s), but the context does not support "
-            "how it restates them."
+            f"It touches {_statements(total)}, but the context does not support how it "
+            "restates them."
         )
-    if entailed < total:
+    return (
+        f"It touches {_statements(total)}, but restates only {entailed} as the context states them."
+    )
+
+
+def _omissions(ev: Evidence, ok: bool, pull: Pull) -> str:
+    n, f = ev.notes, ev.features
+    covered, total = int(n["covered"]), int(n["statements"])
+    if ok:
+        if covered == total:
+            return f"It gives the details the query needs: it restates {_statements(total)}."
+        if covered:
+            return (
+                "It gives the details the query needs, such as "
+                f"{_quoted(n['restated_statements'], 1)}."
+            )
+        return "It gives the details the query needs, in its own words."
+    if n["missing_statements"]:
         return (
-            f"It touches all {total} context statement(s), but restates only {entailed} "
-            "as the context states them."
+            f"The response covers only {covered} of {_count(total, 'context statement')}; "
+            f"missing: {_quoted(n['missing_statements'])}."
+        )
+    # Every statement is touched: the check failed on how fully they are restated.
+    entailed = round(f["entailed_cover_share"] * total)
+    if entailed < total:
+        unread = "it" if total == 1 else f"{total - entailed} of them"
+        return (
+            f"It touches {_statements(total)}, but the judge does not read {unread} as "
+            "restated in full, so details may be left out."
         )
     # Covered and restated: what is left against it is its length, which the fit weighs on its
     # own (long answers were the complete ones in its human labels), so say so.
     informative = round(math.expm1(f["informative_words_log"]))
     context_words = round((informative + 1) / math.exp(f["info_ratio"]))
     return (
-        f"It touches all {total} context statement(s), but says only {informative} informative "
-        f"word(s) (the context has {context_words}), which the judge reads as incomplete."
+        f"It touches {_statements(total)}, but says only {_count(informative, 'informative word')} "
+        f"(the context has {context_words}), which the judge reads as incomplete."
     )
 
 
-#: The agreement model's most contradicted pair (note), how sure it was (feature), and with what.
-_MODEL_PAIRS = (
-    ("contradicted_pair", "ctx_contra_max", "the context"),
-    ("self_contradicted_pair", "self_contra_max", "itself"),
-)
+#: Where each contradiction feature's evidence is quoted from: (note, what it contradicts, whether
+#: the note is a word-level conflict "kind␞first␞second" rather than an agreement-model pair).
+_CONFLICT_NOTES = {
+    "restated_contra_max": ("restated_contradicted_pair", "the context", False),
+    "restated_contra_count": ("restated_contradicted_pair", "the context", False),
+    "ctx_contra_max": ("contradicted_pair", "the context", False),
+    "self_contra_max": ("self_contradicted_pair", "itself", False),
+    "self_conflict": ("self_conflict", "itself", True),
+    **{
+        f"ctx_conflict_{kind}": ("context_conflict", "the context", True)
+        for kind in ("negation", "number", "name", "opposite")
+    },
+}
+#: The model reading behind each model-pair note (how sure it is that the pair conflicts).
+_MODEL_READING = {
+    "restated_contradicted_pair": "restated_contra_max",
+    "contradicted_pair": "ctx_contra_max",
+    "self_contradicted_pair": "self_contra_max",
+}
 
 
-def _conflict(ev: Evidence) -> str:
-    """The best-evidenced contradiction, with the context or within the response: a sure model
-    reading, then a word-level conflict, then the likeliest model pair as a doubt."""
+def _conflict(ev: Evidence, pull: Pull) -> str:
+    """The contradiction that weighed most against the label (the feature that pulled the
+    probability down furthest and has a pair to quote); a model reading under 0.5 is a doubt."""
     n = ev.notes
-    pairs = [
-        (n[note].split(SEPARATOR), ev.features[key] >= CONTRADICTION_QUOTED, where)
-        for note, key, where in _MODEL_PAIRS
-        if n[note]
-    ]
-    for (first, second), sure, where in pairs:
-        if sure:
-            return f"'{shorten(second, 120)}' contradicts {where}: '{shorten(first, 120)}'"
-    for note, where in (("context_conflict", "the context"), ("self_conflict", "itself")):
-        if n[note]:
+    ranked = sorted(
+        (value, feature) for feature, value in pull.items() if feature in _CONFLICT_NOTES
+    )
+    for _, feature in ranked:
+        note, where, word_level = _CONFLICT_NOTES[feature]
+        if not n.get(note):
+            continue
+        if word_level:
             kind, first, second = n[note].split(SEPARATOR)
             return f"'{shorten(second, 120)}' contradicts {where} ({kind}): '{shorten(first, 120)}'"
-    if pairs:
-        (first, second), _, where = pairs[0]
-        return f"'{shorten(second, 120)}' may contradict {where}: '{shorten(first, 120)}'"
+        first, second = n[note].split(SEPARATOR)
+        sure = ev.features[_MODEL_READING[note]] >= CONTRADICTION_QUOTED
+        verb = "contradicts" if sure else "may contradict"
+        return f"'{shorten(second, 120)}' {verb} {where}: '{shorten(first, 120)}'"
     return "its statements do not agree with the context"
 
 
-def _faithful(ev: Evidence, ok: bool) -> str:
+def _faithful(ev: Evidence, ok: bool, pull: Pull) -> str:
     if ok:
         # What was checked, not a claim that the response is supported (accurate_and_focused
         # judges that), and a finding, since no_contradiction may read the same pair otherwise.
@@ -167,23 +250,23 @@ def _faithful(ev: Evidence, ok: bool) -> str:
             "It was not found to misread the context: no sentence changes the negation, "
             "numbers, names or sense of a statement it restates."
         )
-    return f"It misrepresents the context: {_conflict(ev)}."
+    return f"It misrepresents the context: {_conflict(ev, pull)}."
 
 
-def _contradiction(ev: Evidence, ok: bool) -> str:
+def _contradiction(ev: Evidence, ok: bool, pull: Pull) -> str:
     if ok:
         return "Nothing in it was found to go against the context or against itself."
-    return f"Contradiction: {_conflict(ev)}."
+    return f"Contradiction: {_conflict(ev, pull)}."
 
 
-def _structure(ev: Evidence, ok: bool) -> str:
+def _structure(ev: Evidence, ok: bool, pull: Pull) -> str:
     f, n = ev.features, ev.notes
     if ok:
-        words = f"{f['mean_sentence_words']:.0f}"
+        words = round(f["mean_sentence_words"])
         if len(ev.sentences) == 1:
-            return f"Clear structure: one sentence of {words} words."
+            return f"Clear structure: one sentence of {_count(words, 'word')}."
         return (
-            f"Clear structure: {len(ev.sentences)} sentences averaging {words} words, "
+            f"Clear structure: {len(ev.sentences)} sentences averaging {_count(words, 'word')}, "
             "in a coherent order."
         )
     problems = []
@@ -206,27 +289,32 @@ def _structure(ev: Evidence, ok: bool) -> str:
     return "Hard to follow: " + "; ".join(problems[:2]) + "."
 
 
-def _explains(ev: Evidence, ok: bool) -> str:
+def _explains(ev: Evidence, ok: bool, pull: Pull) -> str:
     f = ev.features
     total = len(ev.sentences)
     explained = round(f["explained_share"] * total)
     if ok:
         if explained:
             return (
-                f"It explains its points: {explained} of {total} sentence(s) "
+                f"It explains its points: {explained} of its {_count(total, 'sentence')} "
                 "give a reason or an example."
             )
         return "Its points are simple enough to stand without further explanation."
-    return (
-        f"Its claims come without explanation: {total - explained} of {total} sentence(s) "
-        "give no reason or example (because, for example, such as…)."
-    )
+    if total == 1:
+        bare = "its one sentence gives no reason or example"
+    elif explained == 0:
+        bare = f"none of its {total} sentences gives a reason or example"
+    else:
+        bare = f"{total - explained} of its {total} sentences give no reason or example"
+    return f"Its claims come without explanation: {bare} (because, for example, such as…)."
 
 
-def _accurate(ev: Evidence, ok: bool) -> str:
+def _accurate(ev: Evidence, ok: bool, pull: Pull) -> str:
     f, n = ev.features, ev.notes
     grounded = 1 - f["unsupported_share"]
     if ok:
+        if grounded < GROUNDED:  # too short to ground ("No.", a bare number): nothing was added
+            return "No claim beyond what the context states was found in it."
         return (
             f"It stays with what the context supports: {grounded:.0%} of its sentences "
             "are grounded in it."
@@ -251,14 +339,14 @@ def _accurate(ev: Evidence, ok: bool) -> str:
     )
 
 
-EXPLAINERS: dict[str, Callable[[Evidence, bool], str]] = {
+EXPLAINERS: dict[str, Callable[[Evidence, bool, Pull], str]] = {
     "core_intent": _core_intent,
     "prioritize_relevant": _prioritize,
     "no_tangents": _tangents,
     "no_misinterpretation": _misinterpretation,
     "query_aspects": _aspects,
-    "key_information": _coverage,
-    "no_omissions": _coverage,
+    "key_information": _key_information,
+    "no_omissions": _omissions,
     "faithful_interpretation": _faithful,
     "clear_structure": _structure,
     "explains_when_needed": _explains,
@@ -267,6 +355,9 @@ EXPLAINERS: dict[str, Callable[[Evidence, bool], str]] = {
 }
 
 
-def explain(check: str, ev: Evidence, probability: float) -> str:
-    """The explanation for the label the wire will carry (from the rounded probability)."""
-    return EXPLAINERS[check](ev, round_probability(probability) >= 0.5)
+def explain(check: str, ev: Evidence, probability: float, pull: Pull | None = None) -> str:
+    """The explanation for the label the wire will carry (from the rounded probability).
+
+    pull: each feature's term of the check's logit (`Logistic.pull`), which says what weighed
+    most where several findings could be quoted."""
+    return EXPLAINERS[check](ev, round_probability(probability) >= 0.5, pull or {})

@@ -79,7 +79,7 @@ class EmbeddedJudge(Judge):
             verdicts.append(
                 Verdict(
                     follow_probability=probability,
-                    explanation=explain(question.check, ev, probability)
+                    explanation=explain(question.check, ev, probability, model.pull(ev.features))
                     if question.explain
                     else "",
                     evidence={name: round(ev.features[name], 4) for name in model.features},

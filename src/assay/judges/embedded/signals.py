@@ -161,6 +161,10 @@ class Evidence:
     agreement: dict[C.Pair, C.Probabilities] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        # Notes join quoted sentences with SEPARATOR, so the texts must not hold it themselves.
+        self.response = self.response.replace(SEPARATOR, " ")
+        self.query = self.query.replace(SEPARATOR, " ") if self.query else self.query
+        self.context = tuple(doc.replace(SEPARATOR, " ") for doc in self.context)
         # Sentences as written (for form: run-ons, lengths), and the units judged for meaning:
         # the same sentences with run-ons cut at clause boundaries, so that one long sentence
         # holding many claims is weighed claim by claim.
@@ -359,7 +363,7 @@ def completeness_features(ev: Evidence) -> None:
     loops = [F.looped_share(s) for s in ev.written]
     most_looped = max(loops, default=0.0)
     ctx_conflicts = A.context_conflicts(ev.statements, ev.sentences, pair, " ".join(ev.context))
-    own_conflicts = A.self_conflicts(ev.sentences, self_sims)
+    own_conflicts = A.self_conflicts(ev.sentences, self_sims, " ".join(ev.context))
     closest = (
         {ev.sentences[j]: ev.statements[int(pair[:, j].argmax())] for j in range(len(ev.sentences))}
         if ev.statements
@@ -403,11 +407,13 @@ def completeness_features(ev: Evidence) -> None:
         ),
     )
     missing = [ev.statements[i] for i in np.argsort(coverage) if coverage[i] < COVERED]
+    restated = [ev.statements[i] for i in np.argsort(-coverage) if coverage[i] >= COVERED]
     unsupported = [ev.sentences[j] for j in np.argsort(support) if support[j] < SUPPORTED]
     ev.notes.update(
         covered=str(int((coverage >= COVERED).sum())),
         statements=str(len(ev.statements)),
         missing_statements=SEPARATOR.join(missing[:3]),
+        restated_statements=SEPARATOR.join(restated[:3]),
         unsupported_sentences=SEPARATOR.join(unsupported[:3]),
         ctx_offtopic_sentences=SEPARATOR.join(
             s for s, t in zip(ev.sentences, on_topic, strict=True) if t < OFFTOPIC
@@ -419,6 +425,9 @@ def completeness_features(ev: Evidence) -> None:
         repeated_sentence=ev.sentences[min(repeated)] if repeated else "",
         looped_sentence=ev.written[loops.index(most_looped)] if most_looped > 0 else "",
         contradicted_pair=SEPARATOR.join(quotes["context"]) if "context" in quotes else "",
+        restated_contradicted_pair=SEPARATOR.join(quotes["restated"])
+        if "restated" in quotes
+        else "",
         self_contradicted_pair=SEPARATOR.join(quotes["self"]) if "self" in quotes else "",
     )
 

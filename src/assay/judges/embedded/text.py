@@ -141,9 +141,15 @@ def word_count(text: str) -> int:
 
 
 def shorten(text: str, limit: int = 90) -> str:
-    """A quotable excerpt of `text` (whole when short)."""
+    """A quotable excerpt of `text` (whole when short), cut at a word boundary where one is near."""
     text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    space = cut.rfind(" ")
+    if space >= limit * 2 // 3:  # a word is not cut in half unless it is very long
+        cut = cut[:space]
+    return cut.rstrip(" ,;:") + "…"
 
 
 #: Words that reverse a comparison or a direction when swapped for their partner.

@@ -1,0 +1,113 @@
+"""Explanations of hand-written cases that the dev rows do not contain: a single short answer,
+a query without key terms, two facts with different numbers, the separator character in a text,
+and which contradiction is quoted when several could be."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from assay.detectors import DETECTORS
+from assay.detectors.evaluate import detect_items, parse_items
+from assay.judges.base import Question
+from assay.judges.embedded.encoder import load_encoder
+from assay.judges.embedded.explanations import explain
+from assay.judges.embedded.judge import gather
+from assay.judges.embedded.signals import SEPARATOR
+from assay.judges.embedded.text import shorten
+
+POLICY = [
+    "Items may be returned within 30 days of purchase with the original receipt.",
+    "Refunds are issued to the original payment method within 5 business days.",
+    "Sale items and gift cards cannot be returned.",
+]
+BOTH = {"output_relevance": {}, "completeness": {}}
+
+
+async def judged(query: str, answer: str, context: list[str]) -> dict[str, dict[str, Any]]:
+    item = {"user_query": query, "generated_text": answer, "context": context, "config": BOTH}
+    [result] = await detect_items(parse_items([item]), judge="embedded")
+    out: dict[str, dict[str, Any]] = {}
+    for name, detector in DETECTORS.items():
+        for check, entry in zip(
+            [i.check for i in detector.instructions], result[name]["instructions_list"], strict=True
+        ):
+            out[check] = entry
+    return out
+
+
+async def test_two_facts_with_different_numbers_are_no_self_contradiction() -> None:
+    answer = "You can return items within 30 days of purchase. Refunds are issued within 5 business days."
+    entries = await judged("What is your return policy?", answer, POLICY)
+    assert entries["no_contradiction"]["label"], entries["no_contradiction"]["explanation"]
+
+
+async def test_a_changed_number_is_still_a_contradiction_and_quoted() -> None:
+    answer = "Items may be returned within 60 days with the original receipt."
+    entries = await judged("What is your return policy?", answer, POLICY)
+    contradiction = entries["no_contradiction"]
+    assert not contradiction["label"]
+    assert "'Items may be returned within 60 days" in contradiction["explanation"]
+    assert "(number)" in contradiction["explanation"]
+
+
+async def test_the_separator_character_in_a_text_is_judged_like_a_space() -> None:
+    marked = await judged(
+        "What is your return policy?",
+        f"Items may be returned within 60 days {SEPARATOR} with the original receipt.",
+        POLICY,
+    )
+    plain = await judged(
+        "What is your return policy?",
+        "Items may be returned within 60 days   with the original receipt.",
+        POLICY,
+    )
+    assert marked == plain
+
+
+async def test_followed_labels_do_not_count_what_is_missing() -> None:
+    entries = await judged(
+        "What is the capital of France and what is the capital of Japan?",
+        "The capital of France is Paris.",
+        ["Paris is the capital of France.", "Tokyo is the capital of Japan."],
+    )
+    for entry in entries.values():
+        if entry["label"]:
+            assert "1 of 2" not in entry["explanation"], entry["explanation"]
+            assert not re.search(r"\b0%", entry["explanation"]), entry["explanation"]
+
+
+async def test_one_word_answers_are_worded_in_the_singular_and_without_empty_counts() -> None:
+    entries = await judged("What is it?", "No.", ["It is a cat."])
+    text = " ".join(e["explanation"] for e in entries.values())
+    assert "0 of 0" not in text
+    assert "1 words" not in text
+    assert (
+        "Its one sentence bears only loosely on the question"
+        in entries["prioritize_relevant"]["explanation"]
+    )
+
+
+def test_the_quoted_contradiction_is_the_one_that_weighed_most() -> None:
+    question = Question(
+        "completeness", "no_contradiction", "", "Opens at 9.", "When?", ("Opens at 11.",)
+    )
+    [ev] = gather(load_encoder("minilm"), [question]).values()
+    ev.notes.update(
+        contradicted_pair=f"Statement A.{SEPARATOR}Sentence A.",
+        self_conflict=f"number{SEPARATOR}Sentence B1.{SEPARATOR}Sentence B2.",
+    )
+    ev.features["ctx_contra_max"] = 0.9
+    by_model = explain("no_contradiction", ev, 0.2, {"ctx_contra_max": -2.0, "self_conflict": -0.5})
+    by_words = explain("no_contradiction", ev, 0.2, {"ctx_contra_max": 0.0, "self_conflict": -0.5})
+    assert "'Sentence A.' contradicts the context: 'Statement A.'" in by_model
+    assert "'Sentence B2.' contradicts itself (number): 'Sentence B1.'" in by_words
+    ev.features["ctx_contra_max"] = 0.4
+    doubt = explain("no_contradiction", ev, 0.2, {"ctx_contra_max": -2.0})
+    assert "'Sentence A.' may contradict the context" in doubt
+
+
+def test_quotes_are_cut_between_words() -> None:
+    text = "word " * 40
+    short = shorten(text, 42)
+    assert short.endswith("word…") and len(short) <= 42
