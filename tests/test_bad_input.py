@@ -134,6 +134,12 @@ CASES: list[tuple[str, Any, str, str]] = [
         ": / @ +",
     ),
     (
+        "detector variant these detectors do not have",
+        {**GOOD, "config": {"output_relevance": {"detector_name": "hall_v2"}}},
+        "[0].config.output_relevance.detector_name",
+        "'default'",
+    ),
+    (
         "long unknown detector name",
         {**GOOD, "config": {"d" * 5000: {}}},
         "[0].config." + "d" * 60 + "… (5000 characters)",
@@ -170,6 +176,11 @@ def test_context_as_string_or_list_is_accepted() -> None:
     [as_list] = parse_items([{**GOOD, "context": ["one", "two"]}])
     assert as_string.context_documents() == ["one document"]
     assert as_list.context_documents() == ["one", "two"]
+
+
+def test_a_tool_trace_from_the_aimon_sdk_is_accepted() -> None:
+    [item] = parse_items([{**GOOD, "tool_trace": [{"tool": "search", "output": "..."}]}])
+    assert item.tool_trace == [{"tool": "search", "output": "..."}]
 
 
 def test_null_instructions_are_accepted() -> None:

@@ -164,6 +164,21 @@ def test_a_csv_row_that_is_not_utf8_is_one_bad_row(tmp_path: Path) -> None:
     assert lines[3]["error"]["field"] == "id" and lines[3]["id"] == "d\ufffd"
 
 
+def test_a_csv_cell_over_the_csv_modules_limit_rejects_only_its_row(tmp_path: Path) -> None:
+    # Python's csv module refuses cells over 131,072 characters by default, ending the run.
+    data = tmp_path / "rows.csv"
+    data.write_text(
+        "id,user_query,generated_text,blob\n"
+        f"a,How long is the return window?,Returns within 30 days.,{'x' * 200_000}\n"
+        f"b,How long is the return window?,{'y' * 150_000},ok\n"
+    )
+    run_file(data, tmp_path / "out.jsonl")
+    first, second = list(iter_output_lines(tmp_path / "out.jsonl"))
+    assert "output_relevance" in first and len(first["blob"]) == 200_000
+    assert second["error"]["field"] == "generated_text"
+    assert "150000 characters" in second["error"]["message"]
+
+
 class _RaisesOnPoison(Judge):
     """Fault injection: any call that includes "poison" raises, as a broken backend would."""
 

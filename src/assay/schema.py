@@ -90,7 +90,9 @@ class DetectorConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    detector_name: StrictStr = Field(default="default", max_length=MAX_NAME_CHARS)
+    #: AIMon's detectors have variants (e.g. "hall_v2"); these have one, so any other name is
+    #: refused rather than answered by the default in silence.
+    detector_name: Literal["default"] = "default"
     #: Explanations come by default, as in the published completeness example.
     explain: StrictBool = True
     judge: StrictStr | None = Field(
@@ -113,6 +115,10 @@ class DetectRequestItem(BaseModel):
         default=None,
         description="Not supported: the detectors judge their own published instructions "
         "(GET /v1/detectors). Any value but null is refused.",
+    )
+    tool_trace: list[Any] | None = Field(
+        default=None,
+        description="Accepted for AIMon SDK requests that carry it; no detector here reads it.",
     )
     publish: StrictBool = False
     async_mode: StrictBool = False

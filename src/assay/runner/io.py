@@ -130,6 +130,11 @@ def _parse_json_line(raw_line: bytes, line_number: int) -> dict[str, Any] | Exce
     return value
 
 
+#: Python's csv module refuses a cell over 131,072 characters and ends the whole run; cells are
+#: held to the request limits per row instead (a too-long text rejects its row, named).
+csv.field_size_limit(2**31 - 1)
+
+
 def _open_csv(path: Path) -> TextIO:
     # Bytes that are not UTF-8 are kept as surrogate escapes, so that the row holding them is
     # reported as bad (`_csv_fields`) instead of the decoder ending the whole run.
