@@ -82,3 +82,40 @@ async def test_missing_ray_is_a_clear_error(
     assert raised.value.field == "engine"
     assert raised.value.message == INSTALL_HINT
     assert "assay[ray]" in INSTALL_HINT
+
+
+async def test_ray_results_are_written_while_the_input_is_still_being_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A Ray dataset read from one stream once merged every row into one block: one actor scored
+    # everything and nothing was written (or checkpointed) before the last row. The driver now
+    # reads a few judge batches ahead of what is written, and no more.
+    from assay.runner import ray_engine
+
+    rows = [json.loads(line) for line in EXAMPLES.read_text().splitlines()][:10] * 6
+    data = tmp_path / "rows.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    read = 0
+    real_read_rows = ray_engine.read_rows
+
+    def counting_read_rows(path: Path):  # type: ignore[no-untyped-def]
+        nonlocal read
+        for item in real_read_rows(path):
+            read += 1
+            yield item
+
+    monkeypatch.setattr(ray_engine, "read_rows", counting_read_rows)
+    read_at_progress: list[int] = []
+    options = RunOptions(batch_size=4, workers=2, stream_batch_size=4)
+
+    def on_progress(done: int) -> None:
+        if done:
+            read_at_progress.append(read)
+
+    summary = await run_file_ray_async(
+        data, tmp_path / "out.jsonl", DetectorScorer(), options, on_progress=on_progress
+    )
+    assert summary.rows == 60
+    # Two actors, two batches of 4 queued each: at most 16 rows in flight, plus the one read next.
+    assert read_at_progress and 0 < read_at_progress[0] <= 4 * 4 + 4 < 60
+    assert len(list(iter_output_lines(tmp_path / "out.jsonl"))) == 60

@@ -1,10 +1,15 @@
 """The Ray engine: the same run as the local engine, scored by judge actors on a Ray cluster.
 
-The input is read as a Ray dataset (a datasource over our own streaming reader, so malformed
-rows become per-row errors exactly as locally, and a resumed run starts after its checkpoint),
-scored with `map_batches` by a pool of actors that each load the judge once, and streamed back
-in input order to the driver, which writes output and checkpoints with the local engine's code
-(`drive_run`). Output and summary are the same as the local engine's for the same input.
+The driver reads the input with our own streaming reader (so malformed rows become per-row
+errors exactly as locally, and a resumed run starts after its checkpoint), sends it a judge
+batch at a time to a pool of actors that each load the judge once (round robin, a few batches
+in flight per actor, so memory stays bounded), and takes the results back in input order; it
+writes output and checkpoints with the local engine's code (`drive_run`). Output and summary are
+the same as the local engine's for the same input.
+
+Plain actors, not Ray Data: a Ray dataset read from one stream merged its blocks into one, so a
+single actor scored the whole input and nothing reached the output (or the checkpoint) before
+the last row was scored.
 
 Ray is an optional extra: `pip install 'assay[ray]'`.
 """
@@ -15,8 +20,8 @@ import asyncio
 import json
 import logging
 import pickle
-import warnings
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from collections import deque
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +40,8 @@ from assay.runner.writers import Line
 from assay.schema import RequestValidationError
 
 INSTALL_HINT = "the Ray engine needs Ray: pip install 'assay[ray]'"
+#: Judge batches queued per actor: one running, one waiting, so no actor idles between calls.
+IN_FLIGHT_PER_ACTOR = 2
 
 
 def _import_ray() -> Any:
@@ -46,7 +53,8 @@ def _import_ray() -> Any:
 
 
 def _encode_row(fields: dict[str, Any] | Exception) -> str:
-    """A row's fields, or why it could not be read, as one JSON text for a Ray block."""
+    """A row's fields, or why it could not be read, as one JSON text for the trip to an actor
+    (our exceptions do not survive pickling with their fields)."""
     if isinstance(fields, RequestValidationError):
         unreadable = {"field": fields.field, "message": fields.message}
         if isinstance(fields, UnreadableRow):
@@ -68,40 +76,18 @@ def _decode_row(text: str) -> dict[str, Any] | Exception:
     return fields
 
 
-def _blocks(path: Path, skip: int, block_rows: int) -> Iterator[Any]:
-    import pyarrow as pa
-
-    rows: list[dict[str, Any]] = []
+def _judge_batches(path: Path, skip: int, size: int) -> Iterator[list[tuple[int, str]]]:
+    """`path`'s rows after row `skip`, encoded, in batches of `size` (one judge call each)."""
+    batch: list[tuple[int, str]] = []
     for row, fields in read_rows(path):
         if row <= skip:
             continue
-        rows.append({"row": row, "payload": _encode_row(fields)})
-        if len(rows) >= block_rows:
-            yield pa.Table.from_pylist(rows)
-            rows = []
-    if rows:
-        yield pa.Table.from_pylist(rows)
-
-
-def _datasource(path: Path, skip: int, block_rows: int) -> Any:
-    """A one-task Ray datasource streaming `path`'s rows after row `skip`, in blocks of
-    `block_rows` (one judge call each, so blocks spread over the actors)."""
-    from ray.data.block import BlockMetadata
-    from ray.data.datasource import Datasource, ReadTask
-
-    class RowsDatasource(Datasource):
-        def estimate_inmemory_data_size(self) -> int | None:
-            return None
-
-        def get_read_tasks(
-            self, parallelism: int, per_task_row_limit: int | None = None, data_context: Any = None
-        ) -> list[Any]:
-            metadata = BlockMetadata(
-                num_rows=None, size_bytes=None, input_files=(str(path),), exec_stats=None
-            )
-            return [ReadTask(lambda: _blocks(path, skip, block_rows), metadata)]
-
-    return RowsDatasource()  # type: ignore[no-untyped-call]
+        batch.append((row, _encode_row(fields)))
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
 class ScoringActor:
@@ -109,28 +95,19 @@ class ScoringActor:
 
     def __init__(self, scorer_pickle: bytes, options: RunOptions) -> None:
         self.scorer: RowScorer = pickle.loads(scorer_pickle)
-        # One call per Ray batch: Ray's own actor pool gives the parallelism.
+        # One call per batch: the pool of actors gives the parallelism.
         self.options = RunOptions(
             batch_size=options.batch_size, workers=1, row_timeout=options.row_timeout
         )
         self.loop = asyncio.new_event_loop()
 
-    def __call__(self, batch: dict[str, Any]) -> dict[str, list[Any]]:
-        rows: list[Row] = [
-            (int(row), _decode_row(str(payload)))
-            for row, payload in zip(batch["row"], batch["payload"], strict=True)
-        ]
+    def score(self, batch: list[tuple[int, str]]) -> tuple[Sequence[Line], int, int]:
+        """The batch's output lines, and the embedding cache hits and misses it caused."""
+        rows: list[Row] = [(row, _decode_row(payload)) for row, payload in batch]
         before = shared_cache().stats()
         lines = self.loop.run_until_complete(score_rows(rows, self.scorer, self.options))
         cache = shared_cache().stats().since(before)
-        # The batch's embedding cache counts ride on its first row, for the driver's summary.
-        padding = [0] * (len(lines) - 1)
-        return {
-            "row": [line["row"] for line in lines],
-            "line": [json.dumps(line) for line in lines],
-            "cache_hits": [cache.hits, *padding][: len(lines)],
-            "cache_misses": [cache.misses, *padding][: len(lines)],
-        }
+        return lines, cache.hits, cache.misses
 
 
 class CacheCounts:
@@ -146,33 +123,40 @@ class CacheCounts:
 
 def _scored_batches(
     input_path: Path, scorer: RowScorer, options: RunOptions, skip: int, counts: CacheCounts
-) -> Iterable[Sequence[Line]]:
+) -> Iterator[Sequence[Line]]:
+    """Scored lines in input order, about `options.stream_batch_size` at a time."""
     ray = _import_ray()
-    for name in ("ray.data", "ray.data._internal.execution.streaming_executor"):
-        logging.getLogger(name).setLevel(logging.WARNING)
-    # Ray counts the read task's output as one input and warns that actors may idle; blocks
-    # still stream to every actor, so the warning only confuses.
-    warnings.filterwarnings("ignore", message="The minimum number of concurrent actors")
-    context = ray.data.DataContext.get_current()
-    context.execution_options.preserve_order = True
-    # Our own progress bar reports rows; Ray's bars and banners would only interleave with it.
-    context.enable_progress_bars = False
-    context.print_on_execution_start = False
-    # The reader only parses text; it takes no CPU slot, so it never waits behind the actors.
-    dataset = ray.data.read_datasource(
-        _datasource(input_path, skip, options.batch_size), override_num_blocks=1, num_cpus=0
-    )
-    scored = dataset.map_batches(
-        ScoringActor,
-        fn_constructor_kwargs={"scorer_pickle": pickle.dumps(scorer), "options": options},
-        batch_size=options.batch_size,
-        compute=ray.data.ActorPoolStrategy(size=options.workers),
-        batch_format="numpy",
-    )
-    for batch in scored.iter_batches(batch_size=options.stream_batch_size, batch_format="numpy"):
-        counts.hits += int(batch["cache_hits"].sum())
-        counts.misses += int(batch["cache_misses"].sum())
-        yield [json.loads(str(text)) for text in batch["line"]]
+    # One CPU each, so that actors spread over the cluster's cores rather than share one.
+    actor_class = ray.remote(num_cpus=1)(ScoringActor)
+    scorer_pickle = pickle.dumps(scorer)
+    actors = [actor_class.remote(scorer_pickle, options) for _ in range(options.workers)]
+    in_flight: deque[Any] = deque()
+    ready: list[Line] = []
+
+    def collect() -> None:
+        lines, hits, misses = ray.get(in_flight.popleft())
+        counts.hits += hits
+        counts.misses += misses
+        ready.extend(lines)
+
+    try:
+        for index, batch in enumerate(_judge_batches(input_path, skip, options.batch_size)):
+            in_flight.append(actors[index % len(actors)].score.remote(batch))
+            if len(in_flight) >= IN_FLIGHT_PER_ACTOR * len(actors):
+                collect()
+            if len(ready) >= options.stream_batch_size:
+                yield ready
+                ready = []
+        while in_flight:
+            collect()
+            if len(ready) >= options.stream_batch_size:
+                yield ready
+                ready = []
+        if ready:
+            yield ready
+    finally:
+        for actor in actors:
+            ray.kill(actor)
 
 
 async def run_file_ray_async(
@@ -193,6 +177,10 @@ async def run_file_ray_async(
     control = control or RunControl(overwrite=restart, on_progress=on_progress)
     ray = _import_ray()
     if not ray.is_initialized():
+        # A local cluster is this run's own; its token authentication stays on, unannounced.
+        logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(
+            logging.ERROR
+        )
         ray.init(
             address=address,
             include_dashboard=False,
