@@ -190,6 +190,20 @@ def test_bad_column_map_names_the_option(tmp_path: Path) -> None:
     assert "--map" in result.stderr and "FIELD=COLUMN" in result.stderr
 
 
+def test_a_semicolon_separated_csv_is_named_as_such(tmp_path: Path) -> None:
+    data = tmp_path / "rows.csv"
+    data.write_text("user_query;generated_text\nWhat is 2+2?;Four.\n", encoding="utf-8")
+    result = subprocess.run(
+        [*WITH_TEST_JUDGES, "run", str(data), "--out", str(tmp_path / "out.jsonl")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    assert "rows.csv looks separated by semicolons, not commas" in result.stderr
+    assert "--map" not in result.stderr
+
+
 @pytest.mark.parametrize(
     ("name", "text"),
     [

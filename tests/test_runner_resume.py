@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -277,3 +278,34 @@ def test_bad_run_options_name_the_option(tmp_path: Path, options: RunOptions, fi
         run_file(data, tmp_path / "out.jsonl", options=options)
     assert raised.value.field == field
     assert not (tmp_path / "out.jsonl").exists()
+
+
+@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_run_says_so_and_resumes(tmp_path: Path, how: signal.Signals) -> None:
+    data = write_jsonl(tmp_path / "rows.jsonl", make_rows(200))
+    out = tmp_path / "out.jsonl"
+    command = [*WITH_TEST_JUDGES, "run", str(data), "--out", str(out), "--judge", "slow"]
+    command += ["--batch-size", "4", "--stream-batch-size", "8"]
+    env = {**os.environ, "ASSAY_TEST_JUDGE_DELAY": "0.05"}
+    process = subprocess.Popen(
+        command,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        # A shell starts background jobs with SIGINT ignored; Ctrl-C reaches a run that has not.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        wait_for_progress(checkpoint_path_for(out), process, rows=8)
+        process.send_signal(how)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == 130, stderr
+    assert re.search(r"interrupted after \d+ of 200 rows were scored", stderr), stderr
+    assert "run the same command again to resume" in stderr
+    rerun = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
+    assert rerun.returncode == 0, rerun.stderr
+    assert "resuming from row" in rerun.stderr
+    assert [line["row"] for line in iter_output_lines(out)] == list(range(1, 201))

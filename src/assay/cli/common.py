@@ -49,6 +49,8 @@ if TYPE_CHECKING:
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_ROWS_ERRORED = 3
+#: Ctrl-C or SIGTERM, as shells report a SIGINT death (128 + 2).
+EXIT_INTERRUPTED = 130
 #: Seconds between progress lines when stderr is not a terminal (CI logs); tests set it to 0.
 PROGRESS_SECONDS_ENV = "ASSAY_PROGRESS_SECONDS"
 DEFAULT_PROGRESS_SECONDS = 5.0

@@ -6,7 +6,12 @@ draws the progress bar, prints the summary and applies the CI gates.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict
 from enum import StrEnum
 from pathlib import Path
@@ -18,6 +23,7 @@ from rich.console import Console
 from assay._sync import run_sync
 from assay.cli.common import (
     EXIT_BAD_INPUT,
+    EXIT_INTERRUPTED,
     EXIT_ROWS_ERRORED,
     fail,
     note,
@@ -373,13 +379,46 @@ def _score(
             if isinstance(control.publisher, ClientPublisher):
                 await control.publisher.close()
 
+    done = 0
     with progress_bar("retrying" if retry_failed else "scoring") as (progress, task):
         progress.update(task, total=total)
-        control.on_progress = lambda done: progress.update(task, completed=done)
-        return run_sync(scored())
+
+        def on_progress(rows: int) -> None:
+            nonlocal done
+            done = rows
+            progress.update(task, completed=rows)
+
+        control.on_progress = on_progress
+        with _terminate_as_interrupt(), contextlib.suppress(KeyboardInterrupt):
+            return run_sync(scored())
+    # Interrupted; said once the progress bar has stopped, so the line is not drawn over.
+    raise fail(
+        f"interrupted after {done:,} of {total:,} rows were scored; {output} keeps what was "
+        "written: run the same command again to resume",
+        EXIT_INTERRUPTED,
+    )
+
+
+@contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM (a container stop, `kill`) ends a run like Ctrl-C: said, not silent."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _resume_message(done: int, total: int, output: Path) -> str:
+    if done == 0:
+        return f"resuming {output}: no row was written before it stopped; starting from row 1"
     if done >= total:
         return f"resuming {output}: all {total:,} rows are scored; finishing the run"
     return f"resuming from row {done + 1:,} of {total:,} ({output} has the rows before it)"

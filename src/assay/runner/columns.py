@@ -141,6 +141,24 @@ def suggested_map(
     return flags
 
 
+#: Separators a spreadsheet may have written instead of commas.
+_OTHER_DELIMITERS = {";": "semicolons", "\t": "tabs", "|": "vertical bars"}
+
+
+def _check_delimiter(path: Path, columns: Sequence[str]) -> None:
+    """A CSV whose header is one column holding another separator was not written with commas:
+    say so, instead of suggesting a --map that cannot work."""
+    if path.suffix.lower() not in CSV_SUFFIXES or len(columns) != 1:
+        return
+    for delimiter, name in _OTHER_DELIMITERS.items():
+        if delimiter in columns[0]:
+            raise RequestValidationError(
+                "FILE",
+                f"{path.name} looks separated by {name}, not commas (its header reads as one "
+                f"column, {columns[0]!r}); save it as comma-separated CSV",
+            )
+
+
 def check_detector_columns(
     path: Path, column_map: Iterable[tuple[str, str]], detectors: Sequence[str] | None
 ) -> None:
@@ -156,6 +174,7 @@ def check_detector_columns(
     columns = sample_columns(path)
     if not columns:
         return
+    _check_delimiter(path, columns)
     check_column_map(columns, pairs, path.name)
     fields = mapped_columns(columns, pairs)
     if detectors:
