@@ -56,6 +56,13 @@ def write_dataset(path: Path, rows: list[dict[str, Any]]) -> Path:
     return path
 
 
+def assay_run(*args: str) -> subprocess.CompletedProcess[str]:
+    """`assay run ARGS` with the test judges, its output captured."""
+    return subprocess.run(
+        [*WITH_TEST_JUDGES, "run", *args], capture_output=True, text=True, timeout=120
+    )
+
+
 @pytest.mark.parametrize("output_suffix", [".jsonl", ".parquet"])
 def test_every_input_format_gives_the_same_records(tmp_path: Path, output_suffix: str) -> None:
     records = {}
@@ -180,12 +187,7 @@ def test_column_map_reads_differently_named_columns(tmp_path: Path) -> None:
 
 def test_bad_column_map_names_the_option(tmp_path: Path) -> None:
     data = write_dataset(tmp_path / "rows.jsonl", ROWS)
-    result = subprocess.run(
-        [*WITH_TEST_JUDGES, "run", str(data), "--map", "generated_text"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = assay_run(str(data), "--map", "generated_text")
     assert result.returncode == 2
     assert "--map" in result.stderr and "FIELD=COLUMN" in result.stderr
 
@@ -193,12 +195,7 @@ def test_bad_column_map_names_the_option(tmp_path: Path) -> None:
 def test_a_semicolon_separated_csv_is_named_as_such(tmp_path: Path) -> None:
     data = tmp_path / "rows.csv"
     data.write_text("user_query;generated_text\nWhat is 2+2?;Four.\n", encoding="utf-8")
-    result = subprocess.run(
-        [*WITH_TEST_JUDGES, "run", str(data), "--out", str(tmp_path / "out.jsonl")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = assay_run(str(data), "--out", str(tmp_path / "out.jsonl"))
     assert result.returncode == 2
     assert "rows.csv looks separated by semicolons, not commas" in result.stderr
     assert "--map" not in result.stderr
@@ -217,12 +214,7 @@ def test_a_semicolon_separated_csv_is_named_as_such(tmp_path: Path) -> None:
 def test_an_input_without_rows_is_unusable(tmp_path: Path, name: str, text: str) -> None:
     data = tmp_path / name
     data.write_text(text, encoding="utf-8")
-    result = subprocess.run(
-        [*WITH_TEST_JUDGES, "run", str(data), "--out", str(tmp_path / "out.jsonl")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = assay_run(str(data), "--out", str(tmp_path / "out.jsonl"))
     assert result.returncode == 2
     assert result.stderr.strip() == f"error: FILE: {data} holds no rows to score"
     assert not (tmp_path / "out.jsonl").exists()
