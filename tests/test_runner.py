@@ -168,7 +168,7 @@ def test_bad_rows_are_reported_in_place_and_the_rest_are_scored(tmp_path: Path) 
     assert errors[3] == {
         "field": "generated_text",
         "kind": "invalid_row",
-        "message": "Field required",
+        "message": "is required",
     }
     assert summary.failures_by_kind == {"invalid_row": 5}
     assert errors[4]["field"] == "generated_text"

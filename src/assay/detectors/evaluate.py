@@ -19,6 +19,7 @@ from assay.environment import default_judge_name
 from assay.judges import Judge, Question, Verdict, get_judge, judge_names
 from assay.judges.isolation import answer_each_item, failure_of, item_groups
 from assay.schema import (
+    DetectorConfig,
     DetectorError,
     DetectorFailed,
     DetectorResult,
@@ -75,6 +76,33 @@ def check_encodable(value: Any, index: int | None = None) -> None:
         raise RequestValidationError(field_location(index, path) or "body", problem)
 
 
+#: Pydantic's wording for common mistakes, in the words the rest of Assay's messages use.
+_MESSAGES = {
+    "missing": "is required",
+    "bool_type": "must be true or false",
+    "string_type": "must be a string",
+    "dict_type": "must be a JSON object",
+    "list_type": "must be a list",
+}
+
+
+def _message(kind: str, loc: tuple[Any, ...], pydantic_message: str) -> str:
+    """The message for a request item's first validation error (type, location, pydantic's)."""
+    if loc[:1] == ("context",) and len(loc) <= 2 and kind != "value_error":
+        # A union: pydantic reports only its first member ("a valid string"); a limit
+        # (value_error) says what it is itself.
+        return "must be a string or a list of strings"
+    if kind == "extra_forbidden":
+        model = DetectorConfig if len(loc) == 3 and loc[0] == "config" else DetectRequestItem
+        what = "option" if model is DetectorConfig else "field"
+        return f"unknown {what}; known {what}s: {', '.join(model.model_fields)}"
+    if kind == "too_short" and loc == ("config",):
+        return f"must name at least one detector ({', '.join(DETECTORS)})"
+    if kind in _MESSAGES:
+        return _MESSAGES[kind]
+    return pydantic_message.removeprefix("Value error, ").replace("Input should be", "must be")
+
+
 def parse_item(raw: Any, index: int | None = None) -> DetectRequestItem:
     """Validate one raw item (a dict) and check its detectors' inputs.
 
@@ -94,14 +122,7 @@ def parse_item(raw: Any, index: int | None = None) -> DetectRequestItem:
             item = DetectRequestItem.model_validate(raw)
         except ValidationError as error:
             first = error.errors()[0]
-            message = first["msg"].removeprefix("Value error, ")
-            if (
-                tuple(first["loc"][:1]) == ("context",)
-                and len(first["loc"]) <= 2
-                and first["type"] != "value_error"  # a limit, which says what it is itself
-            ):
-                # A union: pydantic reports only its first member ("a valid string").
-                message = "must be a string or a list of strings"
+            message = _message(first["type"], tuple(first["loc"]), first["msg"])
             raise RequestValidationError(field_location(index, first["loc"]), message) from None
     for name in item.config:
         if name not in DETECTORS:
