@@ -203,6 +203,9 @@ def test_run_scores_a_file_reports_failed_rows_and_exits_3(tmp_path: Path) -> No
     assert "output_relevance" in lines[0] and "completeness" in lines[0]
     assert lines[2]["error"]["field"] == "generated_text"
     assert "2 of 3 rows were not scored (2 rejected)" in result.stdout
+    # Each failed row is named under that line, with what was wrong.
+    assert "row 2: row: line 2 is not valid JSON" in result.stdout
+    assert "row 3 (id c): generated_text: is required" in result.stdout
     assert "output_relevance" in result.stdout and "mean score" in result.stdout
     summary = json.loads((tmp_path / "rows.scored.jsonl.summary.json").read_text("utf-8"))
     assert summary["rows"] == 3 and summary["rows_failed"] == 2
@@ -334,3 +337,11 @@ def test_a_dry_run_prints_json_when_asked(tmp_path: Path) -> None:
     plan = json.loads(result.stdout)  # nothing but JSON on stdout; nothing was sent
     assert plan["rows_calling_the_llm"] == 1 and plan["calls"] >= 1
     assert plan["endpoint"] == "http://127.0.0.1:9/v1" and plan["model"] == "m"
+
+
+def test_slow_progress_is_shown_in_seconds_per_row() -> None:
+    from assay.cli.common import _rate_text
+
+    assert _rate_text(12.34) == "12.3 rows/s"
+    assert _rate_text(0.09) == "11.1 s/row"  # an OOD run against a slow system: not "0.0 rows/s"
+    assert _rate_text(None) == "– rows/s"

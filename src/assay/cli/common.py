@@ -161,12 +161,21 @@ def reported_errors(
         raise fail(str(error) or type(error).__name__, EXIT_FAILED) from None
 
 
+def _rate_text(rate: float | None) -> str:
+    """ "12.3 rows/s"; slow work (an LLM, a system under test) in s/row, never "0.0 rows/s"."""
+    if not rate:
+        return "– rows/s"
+    if rate < 0.95:
+        return f"{1 / rate:.1f} s/row"
+    return f"{rate:.1f} rows/s"
+
+
 class RateColumn(ProgressColumn):
     """Rows per second so far."""
 
     def render(self, task: Task) -> Text:
         speed = task.finished_speed or task.speed
-        return Text(f"{speed:.1f} rows/s" if speed else "– rows/s", style="progress.data.speed")
+        return Text(_rate_text(speed), style="progress.data.speed")
 
 
 class ProgressDisplay(Protocol):
@@ -216,7 +225,7 @@ class LineProgress:
     def _print(self, now: float) -> None:
         rate = self._rate(now)
         total = f"/{self.total:,.0f}" if self.total is not None else ""
-        speed = f"{rate:.1f} rows/s" if rate else "– rows/s"
+        speed = _rate_text(rate)
         eta = ""
         if rate and self.total is not None:
             eta = f", ETA {_duration((self.total - self.completed) / rate)}"
@@ -225,7 +234,7 @@ class LineProgress:
     def finish(self) -> None:
         now = time.monotonic()
         rate = self._rate(now)
-        speed = f" ({rate:.1f} rows/s)" if rate else ""
+        speed = f" ({_rate_text(rate)})" if rate else ""
         self.console.print(
             f"{self.label}: {self.completed:,.0f} rows done in {_duration(now - self._start)}"
             f"{speed}"

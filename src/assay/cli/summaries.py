@@ -4,6 +4,7 @@ failed rows, probe warnings, LLM usage and where results were written or publish
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -64,11 +65,27 @@ def print_run_summary(summary: RunSummary) -> None:
             ),
             soft_wrap=True,
         )
+        for failure in summary.failures[:LISTED_ON_TERMINAL]:
+            console.print(Text(f"  {_failure_line(failure)}", style="yellow"), soft_wrap=True)
+        if summary.rows_failed > LISTED_ON_TERMINAL:
+            console.print(Text(f"  … and {summary.rows_failed - LISTED_ON_TERMINAL:,} more"))
     for name, numbers in summary.detectors.items():
         if numbers.metric_tally is not None:
             print_ood_summary(numbers.metric_tally.summary(), name)
     print_usage(summary.usage, summary.rows_with_calls, summary.rows)
     console.print(f"wrote {summary.output_path} and {summary.summary_path}", soft_wrap=True)
+
+
+#: Failed rows named one per line under the summary; the rest are in the output and summary.
+LISTED_ON_TERMINAL = 5
+
+
+def _failure_line(failure: Mapping[str, Any]) -> str:
+    """ "row 79 (id r79): generated_text: must not be empty"."""
+    named = f" (id {failure['id']})" if failure.get("id") is not None else ""
+    return (
+        f"row {failure.get('row')}{named}: {failure.get('field', 'row')}: {failure.get('message')}"
+    )
 
 
 def print_published(counts: PublishCounts, target: Mapping[str, str]) -> None:
