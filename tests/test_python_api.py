@@ -123,3 +123,26 @@ def test_to_pandas_without_pandas_says_how_to_install_it(
 
     with pytest.raises(ImportError, match=r"pip install 'assay\[pandas\]'"):
         response.to_pandas()
+
+
+@pytest.mark.parametrize(
+    ("status", "name"),
+    [
+        (408, "RequestTimeoutError"),
+        (409, "ConflictError"),
+        (413, "PayloadTooLargeError"),
+        (418, "APIError"),
+    ],
+)
+def test_every_status_the_typescript_client_names_has_the_same_error_class(
+    status: int, name: str
+) -> None:
+    import httpx
+
+    import assay
+    from assay.transport import status_error
+
+    response = httpx.Response(status, json={"detail": "too much"})
+    error = status_error(response)
+    assert type(error) is getattr(assay, name)
+    assert (error.status_code, error.message) == (status, "too much")

@@ -62,6 +62,18 @@ class NotFoundError(APIError):
     """404: wrong base URL or route."""
 
 
+class RequestTimeoutError(APIError):
+    """408: the server gave up waiting for the request."""
+
+
+class ConflictError(APIError):
+    """409: the request conflicts with the server's state."""
+
+
+class PayloadTooLargeError(APIError):
+    """413: too many items or too much text in one request (the message says which limit)."""
+
+
 class RateLimitError(APIError):
     """429: too many requests (retried before it is raised)."""
 
@@ -83,6 +95,9 @@ _ERRORS_BY_STATUS: dict[int, type[APIError]] = {
     401: AuthenticationError,
     403: PermissionDeniedError,
     404: NotFoundError,
+    408: RequestTimeoutError,
+    409: ConflictError,
+    413: PayloadTooLargeError,
     422: UnprocessableEntityError,
     429: RateLimitError,
 }
