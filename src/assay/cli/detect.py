@@ -66,7 +66,7 @@ def detect_command(
 ) -> None:
     """Score one response: each instruction's verdict, probability and explanation.
 
-    With --json, the response item exactly as the API returns it.
+    With --json, the response exactly as the API returns it: an array of one item.
     """
     with reported_errors(_DETECT_OPTIONS):
         apply_llm_options(not cache, llm, cascade_band)

@@ -29,7 +29,11 @@ def serve_command(
     ] = None,
     api_keys_file: Annotated[
         Path | None,
-        typer.Option(help="File with one API key per line (also $ASSAY_API_KEYS_FILE)."),
+        typer.Option(
+            help="Keys file: one key per line, optionally followed by the applications it may "
+            "use (also $ASSAY_API_KEYS_FILE). Keys may also come from $ASSAY_API_KEYS "
+            "(comma-separated)."
+        ),
     ] = None,
     auth: Annotated[
         bool,
