@@ -210,6 +210,19 @@ def test_page_charts_carry_the_numbers_and_user_text_is_escaped() -> None:
     assert "gate failed" in page and "below 0.9" in page
 
 
+def test_the_gate_cell_gives_the_figure_compared_when_rows_went_unscored() -> None:
+    lines = [
+        {"row": 1, "output_relevance": relevance(True, True, True, True)},
+        {"row": 2, "error": {"field": "generated_text", "message": "must not be empty"}},
+    ]
+    report = build_report(collect(lines), "run.jsonl", {"output_relevance": 0.9}, ["gate failed"])
+
+    page = render_html(report, title="run.jsonl", version="test")
+
+    # The mean shown is 1.000 over the scored row; the gate compared 0.500.
+    assert "below 0.9 (0.500 with 1 unscored row as 0)" in page
+
+
 def test_an_output_with_only_rejected_rows_still_gives_a_page() -> None:
     lines = [{"row": 1, "error": {"field": "generated_text", "message": "must not be empty"}}]
     report = build_report(collect(lines), "run.jsonl")

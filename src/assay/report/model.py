@@ -71,6 +71,20 @@ class ScorerReport:
             return False
         return not gate_passed(self.figures, self.threshold)
 
+    @property
+    def gate_label(self) -> str:
+        """The gate cell: "≥ 0.8", "below 0.8", and the figure compared when rows the scorer
+        could not score made it differ from the mean shown beside it."""
+        if self.threshold is None:
+            return "–"
+        verdict = f"below {self.threshold:g}" if self.gate_failed else f"≥ {self.threshold:g}"
+        figures = self.figures
+        if figures is None or not figures.rows_unscored or figures.gated_mean is None:
+            return verdict
+        unscored = figures.rows_unscored
+        rows = "row" if unscored == 1 else "rows"
+        return f"{verdict} ({figures.gated_mean:.3f} with {unscored} unscored {rows} as 0)"
+
 
 @dataclass
 class Report:

@@ -28,6 +28,7 @@ def _with_interval(value: float | None, interval: Interval | None) -> str:
 def _gate(scorer: ScorerReport) -> Text:
     if scorer.threshold is None:
         return Text("–")
+    # Short at 80 columns; the gate's failure message below the table gives the figure compared.
     if scorer.gate_failed:
         return Text(f"below {scorer.threshold:g}", style="bold red")
     return Text(f"≥ {scorer.threshold:g}", style="green")
