@@ -40,7 +40,8 @@ CASES: list[tuple[str, Any, str, str]] = [
         "missing or empty",
     ),
     ("number as query", {**GOOD, "user_query": 42}, "[0].user_query", "string"),
-    ("context of numbers", {**GOOD, "context": [1, 2]}, "[0].context", "string"),
+    ("context of numbers", {**GOOD, "context": [1, 2]}, "[0].context[0]", "must be a string"),
+    ("a null document", {**GOOD, "context": ["a", None]}, "[0].context[1]", "must be a string"),
     ("context a number", {**GOOD, "context": 5}, "[0].context", "a string or a list of strings"),
     (
         "explain not a bool",

@@ -88,6 +88,8 @@ _MESSAGES = {
 
 def _message(kind: str, loc: tuple[Any, ...], pydantic_message: str) -> str:
     """The message for a request item's first validation error (type, location, pydantic's)."""
+    if loc[:2] == ("context", "list[str]") and len(loc) == 3:
+        return "must be a string (each context document is text)"
     if loc[:1] == ("context",) and len(loc) <= 2 and kind != "value_error":
         # A union: pydantic reports only its first member ("a valid string"); a limit
         # (value_error) says what it is itself.
@@ -121,7 +123,16 @@ def parse_item(raw: Any, index: int | None = None) -> DetectRequestItem:
         try:
             item = DetectRequestItem.model_validate(raw)
         except ValidationError as error:
-            first = error.errors()[0]
+            errors = error.errors()
+            # A list of documents with one that is not a string: name that document.
+            first = next(
+                (
+                    e
+                    for e in errors
+                    if tuple(e["loc"][:2]) == ("context", "list[str]") and len(e["loc"]) == 3
+                ),
+                errors[0],
+            )
             message = _message(first["type"], tuple(first["loc"]), first["msg"])
             raise RequestValidationError(field_location(index, first["loc"]), message) from None
     for name in item.config:
