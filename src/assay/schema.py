@@ -91,8 +91,9 @@ class DetectorConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     #: AIMon's detectors have variants (e.g. "hall_v2"); these have one, so any other name is
-    #: refused rather than answered by the default in silence.
-    detector_name: Literal["default"] = "default"
+    #: refused rather than answered by the default in silence. A string in the schema, not a
+    #: literal, so that clients' types take a plain string variable.
+    detector_name: StrictStr = Field(default="default", max_length=MAX_NAME_CHARS)
     #: Explanations come by default, as in the published completeness example.
     explain: StrictBool = True
     judge: StrictStr | None = Field(
@@ -100,6 +101,13 @@ class DetectorConfig(BaseModel):
         max_length=MAX_NAME_CHARS,
         description="Judge backend for this detector; the run's default when unset.",
     )
+
+    @field_validator("detector_name")
+    @classmethod
+    def _only_default(cls, value: str) -> str:
+        if value != "default":
+            raise ValueError(f"must be 'default' (these detectors have no variants), got {value!r}")
+        return value
 
 
 class DetectRequestItem(BaseModel):

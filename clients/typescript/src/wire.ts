@@ -48,6 +48,11 @@ export interface DetectRequestItem {
    */
   instructions?: null;
   /**
+   * Accepted for AIMon SDK requests that carry it; no detector here reads it.
+   * Default: null.
+   */
+  tool_trace?: unknown[] | null;
+  /**
    * Default: false.
    */
   publish?: boolean;
@@ -126,7 +131,7 @@ export interface ErrorBody {
 /** The field names of each interface above, for checks at run time. */
 export const WIRE_FIELDS = {
   DetectorConfig: ["detector_name", "explain", "judge"] as const satisfies readonly (keyof DetectorConfig)[],
-  DetectRequestItem: ["user_query", "context", "generated_text", "config", "instructions", "publish", "async_mode", "application_name", "model_name", "must_compute"] as const satisfies readonly (keyof DetectRequestItem)[],
+  DetectRequestItem: ["user_query", "context", "generated_text", "config", "instructions", "tool_trace", "publish", "async_mode", "application_name", "model_name", "must_compute"] as const satisfies readonly (keyof DetectRequestItem)[],
   InstructionResult: ["explanation", "follow_probability", "instruction", "label"] as const satisfies readonly (keyof InstructionResult)[],
   DetectorResult: ["instructions_list", "score"] as const satisfies readonly (keyof DetectorResult)[],
   DetectorError: ["error", "kind", "message"] as const satisfies readonly (keyof DetectorError)[],
