@@ -177,6 +177,61 @@ def test_serve_without_keys_is_one_line_without_an_exception_name(
     assert "ValueError" not in completed.stderr and "Traceback" not in completed.stderr
 
 
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        # A database server that refuses the connection: its URL is named, its password not.
+        (
+            "postgresql+psycopg://assay:s3cretpw@127.0.0.1:1/assay",
+            "error: database 'postgresql+psycopg://assay:***@127.0.0.1:1/assay' cannot be prepared",
+        ),
+        # A SQLite file in a folder that cannot be made: exit 2 naming the URL, not a bare OSError.
+        (
+            "sqlite:////proc/nope/x.db",
+            "error: database URL 'sqlite:////proc/nope/x.db' is not usable",
+        ),
+    ],
+)
+def test_serve_with_an_unusable_database_says_which_without_its_password(
+    url: str, expected: str
+) -> None:
+    completed = subprocess.run(
+        [sys.executable, "-m", "assay.cli", "serve", "--no-auth", "--database-url", url],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+    assert completed.returncode == 2, completed.stderr
+    assert completed.stderr.strip().splitlines()[-1].startswith(expected), completed.stderr
+    assert "s3cretpw" not in completed.stderr
+
+
+def test_serve_on_a_port_in_use_is_one_line_before_any_other_work(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        completed = subprocess.run(
+            [sys.executable, "-m", "assay.cli", "serve", "--no-auth", "--port", str(port)]
+            + ["--database-url", f"sqlite:///{tmp_path / 'assay.db'}"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
+    assert completed.returncode == 2, completed.stderr
+    assert completed.stderr.strip() == (
+        f"error: cannot listen on 127.0.0.1 port {port}; another process uses it "
+        "(pick another with --port)"
+    )
+    assert not (tmp_path / "assay.db").exists()  # nothing was prepared
+
+
 def test_run_and_report_call_a_detector_or_metric_a_scorer(tmp_path: Path) -> None:
     data = tmp_path / "rows.jsonl"
     data.write_text(

@@ -130,6 +130,14 @@ def test_keys_file_mistakes_name_the_line(text: str, message: str) -> None:
         parse_keys_file(text, "keys.txt")
 
 
+def test_a_keys_file_without_keys_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ASSAY_API_KEYS", raising=False)
+    keys_file = tmp_path / "keys.txt"
+    keys_file.write_text("# team keys go here\n\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="keys.txt' holds no keys"):
+        load_api_keys(keys_file)
+
+
 def test_assay_serve_reads_scoped_keys_from_its_file(tmp_path: Path) -> None:
     keys_file = tmp_path / "keys.txt"
     keys_file.write_text(f"# team keys\n{ADMIN}\n{TEAM_A}  shop\n", encoding="utf-8")

@@ -26,6 +26,7 @@ from conftest import assert_relevance_contract, both_backends
 
 from .conftest import (
     API_KEY,
+    AUTH,
     GatedJudge,
     LiveServer,
     ServerFactory,
@@ -399,3 +400,56 @@ def test_read_routes_refuse_unknown_parameters_and_filter_by_model(
     # No page that would fetch Swagger or ReDoc from a CDN.
     assert httpx.get(live_server.url + "/docs").status_code == 404
     assert httpx.get(live_server.url + "/redoc").status_code == 404
+
+
+def test_an_unreachable_database_is_a_503_and_the_connection_lives_on(
+    live_server: LiveServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from contextlib import contextmanager
+
+    from sqlalchemy.exc import OperationalError
+
+    @contextmanager
+    def down(*args: Any, **kwargs: Any) -> Any:
+        raise OperationalError("SELECT 1", {}, ConnectionRefusedError("connection refused"))
+        yield
+
+    store = live_server.app.state.store
+    with httpx.Client(base_url=live_server.url, headers=AUTH, timeout=60) as client:
+        monkeypatch.setattr(store, "reading", down)
+        response = client.get("/v1/applications")
+        assert response.status_code == 503
+        assert response.json() == {
+            "message": "the database is unavailable; retry later",
+            "status": 503,
+        }
+        assert response.headers["retry-after"] == "5"
+        # The same keep-alive connection still answers (an unhandled error used to drop it).
+        assert client.get("/v1/detectors").status_code == 200
+        monkeypatch.undo()
+        assert client.get("/v1/applications").status_code == 200
+
+
+async def test_a_database_outage_is_logged_once_not_at_every_poll(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from assay.server import worker as worker_module
+
+    def refused(*args: Any, **kwargs: Any) -> Any:
+        raise ConnectionRefusedError("connection refused")
+
+    url = f"sqlite:///{tmp_path / 'assay.db'}"
+    store = Store(url)
+    store.migrate()
+    worker = JobWorker(store, ServerSettings(database_url=url, auth=False))
+    monkeypatch.setattr(worker_module.jobs, "claim", refused)
+    with caplog.at_level("WARNING", logger="assay.server.worker"):
+        for _ in range(20):
+            assert await worker._claim(1) == []
+    assert len(caplog.records) == 1 and caplog.records[0].exc_info is not None
+    monkeypatch.undo()
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="assay.server.worker"):
+        assert await worker._claim(1) == []
+    assert [r.getMessage()[:29] for r in caplog.records] == ["claiming jobs again after 0 s"]
+    store.close()

@@ -85,9 +85,16 @@ def test_migrations_upgrade_a_database_holding_data(database_url: str) -> None:
         command.upgrade(config, "0001")
     with store.transaction() as session:
         add_detections(session, _item(), RESULT, request_id="r-1")
+    # The first release could store an item twice (a job finished twice): 0002 keeps one.
+    with store.transaction() as session:
+        add_detections(session, _item(), RESULT, request_id="r-1")
+        add_detections(session, _item(), RESULT, request_id="r-2")
     store.migrate()
     store.migrate()  # and again: nothing to do
     with store.reading() as session:
         version = session.execute(text("SELECT version_num FROM alembic_version")).scalar_one()
-        assert session.execute(select(Detection.request_id)).scalars().all() == ["r-1"]
+        ids = session.execute(select(Detection.id, Detection.request_id)).all()
+        outcomes = session.execute(text("SELECT DISTINCT detection_id FROM instruction_outcomes"))
+        assert sorted(request for _, request in ids) == ["r-1", "r-2"]
+        assert {row[0] for row in outcomes} == {detection for detection, _ in ids}
     assert version == "0002"

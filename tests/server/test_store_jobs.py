@@ -124,6 +124,10 @@ def test_release_after_shutdown_refunds_the_attempt(database_url: str) -> None:
     assert jobs.release(store, claimed, "server stopped", refund=True)
     [again] = jobs.claim(store, limit=1, lease_seconds=60, max_attempts=3)
     assert again.attempt == 1
+    # Done on the next attempt: the released attempt's error is not reported with the result.
+    assert jobs.complete(store, again, {"ok": True}, lambda session: None)
+    job = jobs.get(store, "job-1")
+    assert job is not None and job.state == "done" and job.error is None
 
 
 @both_backends

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -14,6 +15,13 @@ _SERVE_OPTIONS = {"database_url": "--database-url", "api_keys_file": "--api-keys
 
 
 _lease_seconds = number_option("a number of seconds from 0.1", 0.1)
+
+
+class LogLevel(StrEnum):
+    debug = "debug"
+    info = "info"
+    warning = "warning"
+    error = "error"
 
 
 def serve_command(
@@ -66,7 +74,9 @@ def serve_command(
             help="Connections kept open to a database server (default 5; not SQLite).",
         ),
     ] = None,
-    log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
+    log_level: Annotated[
+        LogLevel, typer.Option(case_sensitive=False, help="How much the server logs.")
+    ] = LogLevel.info,
 ) -> None:
     """Run the HTTP API, the async job worker and the dashboard."""
     from assay.server.serve import build_settings, run_server  # the server stack loads only here
@@ -84,4 +94,4 @@ def serve_command(
             job_concurrency=job_concurrency,
             database_pool_size=database_pool_size,
         )
-        run_server(settings, host, port, log_level.lower())
+        run_server(settings, host, port, log_level.value)

@@ -9,9 +9,12 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError as QueryValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from starlette.exceptions import HTTPException
 
 logger = logging.getLogger(__name__)
+#: `retry-after` on a 503 while the database cannot be reached.
+DATABASE_RETRY_SECONDS = 5
 
 
 class ErrorBody(BaseModel):
@@ -58,6 +61,20 @@ def install_error_handlers(app: FastAPI) -> None:
         first = error.errors()[0] if error.errors() else {"loc": (), "msg": "invalid request"}
         message = f"{_location(first.get('loc', ()))}: {first.get('msg', 'invalid')}"
         return error_response(422, message)
+
+    # Registered for the database's own errors so that they are handled here: an exception left
+    # to the catch-all below is re-raised after its 500, and uvicorn then drops the connection.
+    @app.exception_handler(OperationalError)
+    @app.exception_handler(InterfaceError)
+    async def _database_down(_: Request, error: DBAPIError) -> JSONResponse:
+        logger.warning(
+            "database unavailable: %s", (str(error.orig or error).strip() or "?").splitlines()[0]
+        )
+        return error_response(
+            503,
+            "the database is unavailable; retry later",
+            {"retry-after": str(DATABASE_RETRY_SECONDS)},
+        )
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, error: Exception) -> JSONResponse:

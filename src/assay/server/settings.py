@@ -121,6 +121,10 @@ def load_api_keys(path: Path | None = None) -> ApiKeys:
             reason = error.strerror if isinstance(error, OSError) else "not UTF-8 text"
             raise ValueError(f"API keys file {str(file)!r} cannot be read: {reason}") from None
         from_file = parse_keys_file(text, str(file))
+        if not (from_file.admin or from_file.scoped or admin):
+            raise ValueError(
+                f"API keys file {str(file)!r} holds no keys (only blank lines or # comments)"
+            )
         admin.update(from_file.admin)
         scoped = from_file.scoped
     if admin & set(scoped):

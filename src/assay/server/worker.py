@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -27,6 +28,8 @@ from assay.store.detections import add_detections
 from assay.store.session import Store
 
 logger = logging.getLogger(__name__)
+#: While claiming keeps failing, a line at most this often.
+FAILURE_LOG_SECONDS = 60.0
 
 
 class JobWorker:
@@ -43,6 +46,9 @@ class JobWorker:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._running: set[asyncio.Task[None]] = set()
+        #: When claiming started failing (None while it works), and when that was last logged.
+        self._failing_since: float | None = None
+        self._failure_logged_at = 0.0
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="assay-job-worker")
@@ -89,16 +95,34 @@ class JobWorker:
 
     async def _claim(self, limit: int) -> list[jobs.ClaimedJob]:
         try:
-            return await asyncio.to_thread(
+            claimed = await asyncio.to_thread(
                 jobs.claim,
                 self.store,
                 limit,
                 self.settings.job_lease_seconds,
                 self.settings.job_max_attempts,
             )
-        except Exception:  # the database hiccuped; try again on the next round
-            logger.exception("could not claim jobs")
+        except Exception as error:  # the database hiccuped; try again on the next round
+            self._claim_failed(error)
             return []
+        if self._failing_since is not None:
+            down = time.monotonic() - self._failing_since
+            logger.warning("claiming jobs again after %.0f s of failures", down)
+            self._failing_since = None
+        return claimed
+
+    def _claim_failed(self, error: Exception) -> None:
+        """Log the first failure in full, then one line a minute while they go on (the worker
+        polls every fraction of a second: a database outage would flood the log)."""
+        now = time.monotonic()
+        if self._failing_since is None:
+            self._failing_since = self._failure_logged_at = now
+            logger.exception("could not claim jobs; retrying")
+        elif now - self._failure_logged_at >= FAILURE_LOG_SECONDS:
+            self._failure_logged_at = now
+            first_line = (str(error).strip() or type(error).__name__).splitlines()[0]
+            down = now - self._failing_since
+            logger.warning("still cannot claim jobs after %.0f s: %s", down, first_line)
 
     async def _wait_for_change(self) -> None:
         """Until a job finishes, a request queues one, or it is time to poll again."""

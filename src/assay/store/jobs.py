@@ -178,7 +178,8 @@ def complete(
     return _finish(
         store,
         job,
-        {"state": JobState.DONE.value, "result": result, "finished_at": utcnow()},
+        # A released attempt's error ("server stopped") is history once the job is done.
+        {"state": JobState.DONE.value, "result": result, "error": None, "finished_at": utcnow()},
         write,
     )
 

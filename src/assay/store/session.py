@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -34,6 +35,14 @@ MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 # How long a SQLite writer waits for another's lock before giving up; the server has several
 # writers (request handlers and the job worker) on one file.
 _SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+
+def shown_url(url: str) -> str:
+    """`url` with its password masked (also when SQLAlchemy cannot parse it)."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", url)
 
 
 def database_url(url: str | None = None) -> str:
@@ -82,11 +91,16 @@ class Store:
                 # timeout) is replaced instead of failing the request that draws it.
                 options.update(pool_size=size, max_overflow=size, pool_pre_ping=True)
             self.engine: Engine = create_engine(self.url, **options)
-        except (ArgumentError, ImportError) as error:
-            raise ValueError(f"database URL {self.url!r} is not usable: {error}") from None
+        except (ArgumentError, ImportError, OSError) as error:
+            raise ValueError(f"database URL {self.shown_url!r} is not usable: {error}") from None
         if self.is_sqlite:
             event.listen(self.engine, "connect", _sqlite_pragmas)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+
+    @property
+    def shown_url(self) -> str:
+        """The URL for messages and logs, its password masked."""
+        return shown_url(self.url)
 
     def migrate(self) -> None:
         """Bring the schema up to the newest migration (a no-op when it already is)."""
@@ -98,7 +112,7 @@ class Store:
                 connection.execute(text(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK})"))
             config.attributes["connection"] = connection
             command.upgrade(config, "head")
-        logger.info("database schema is current (%s)", self.engine.url.render_as_string())
+        logger.info("database schema is current (%s)", self.shown_url)
 
     @contextmanager
     def transaction(self) -> Iterator[Session]:
