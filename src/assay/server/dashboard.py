@@ -201,7 +201,13 @@ def _explanation(detection: Any, instruction: str) -> str:
 async def application_page(name: str, request: Request) -> HTMLResponse:
     access = require_key(request, browser=True)
     params = dict(request.query_params)
-    view, page = parse_filter(name, params)
+    try:
+        view, page = parse_filter(name, params)
+    except ServerError as error:
+        # A page, not the API's JSON: this is what a browser shows after a mistyped filter.
+        page_body = _environment().get_template("filter_error.html")
+        html = page_body.render(name=name, message=error.message)
+        return HTMLResponse(html, status_code=error.status)
     shown = {key: params[key].strip() for key in _FILTER_KEYS if params.get(key, "").strip()}
 
     def query(session: Session) -> dict[str, Any]:
