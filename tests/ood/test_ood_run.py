@@ -175,6 +175,40 @@ def test_an_over_refusing_bot_scores_lower_through_assay_run(
     assert {line["llm.ood_detection"]["cases"][0]["label"] for line in lines} == {"over_rejection"}
 
 
+def test_a_passed_mean_gate_warns_when_the_rates_say_otherwise(
+    chatbot: RunningChatbot, tmp_path: Path
+) -> None:
+    chatbot.policy.threshold = OVER_REFUSE
+    data = tmp_path / "rows.jsonl"
+    data.write_text(
+        "".join(json.dumps({**row, "sut_response": ""}) + "\n" for row in in_domain_rows())
+    )
+    config = write_config(tmp_path / "cfg.yaml", chatbot)
+    out = tmp_path / "out.jsonl"
+    gate = ["--fail-under", "llm.ood_detection=0.3"]  # low enough for an over-refusing bot
+
+    done = assay(
+        "run",
+        str(data),
+        "--metric",
+        "llm.ood_detection",
+        "--config",
+        str(config),
+        "--out",
+        str(out),
+        *gate,
+    )
+    reported = assay("report", str(out), *gate)
+
+    for result in (done, reported):
+        assert result.returncode == 0, result.stderr
+        assert (
+            "warning: llm.ood_detection passed its mean-score gate with over-rejection rate 1.00"
+            in result.stderr
+        )
+        assert "assay ood --max-over-rejection" in result.stderr
+
+
 def test_missing_columns_fail_before_any_call(chatbot: RunningChatbot, tmp_path: Path) -> None:
     data = tmp_path / "rows.jsonl"
     data.write_text(json.dumps({"input_id": "a", "question": "Balance?"}) + "\n")

@@ -18,10 +18,12 @@ from assay.cli.common import (
     fail,
     outcome_code,
     reported_errors,
+    warn,
 )
 from assay.cli.options import AllowErrors, FailUnder, JsonOutput, Junit
 from assay.runner import gates
 from assay.runner.checkpoint import checkpoint_path_for
+from assay.runner.ood_gates import mean_gate_caveat
 from assay.runner.output import check_writable, iter_output_lines
 from assay.schema import RequestValidationError
 
@@ -168,6 +170,10 @@ def report_command(
             gate_cases += _regression_gates(comparison)
         failures = [gate.failure for gate in gate_cases if gate.failure]
         built = reporting.build_report(tally, str(output), thresholds, failures)
+        for scorer in built.scorers:
+            passed = scorer.threshold is not None and not scorer.gate_failed
+            if scorer.ood is not None and passed and (message := mean_gate_caveat(scorer.ood)):
+                warn(message)
         page = html or reporting.default_report_path(output)
         reporting.write_html(built, page, __version__, comparison)
         written = [str(page)]

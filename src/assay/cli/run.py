@@ -31,6 +31,7 @@ from assay.cli.common import (
     print_plan,
     progress_bar,
     reported_errors,
+    warn,
 )
 from assay.cli.options import (
     LLM_OPTION_LABELS,
@@ -60,6 +61,7 @@ from assay.runner.local import (
     run_file_async,
 )
 from assay.runner.metric_rows import MetricScorer
+from assay.runner.ood_gates import mean_gate_caveat
 from assay.runner.output import check_writable, iter_output_lines
 from assay.runner.publish import PUBLISH_BATCH_SIZE
 from assay.runner.ray_engine import run_file_ray_async
@@ -308,6 +310,7 @@ def run_command(
         unusable = summary.rows_unscored
         gate_cases = gates.fail_under_gates(summary.gate_figures(), thresholds)
         failures = [gate.failure for gate in gate_cases if gate.failure]
+        _warn_of_mean_gates(summary, thresholds, failures)
         if junit is not None:
             suite = "assay." + output.stem.replace(".", "_")
             gates.write_junit(
@@ -414,6 +417,20 @@ def _terminate_as_interrupt() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _warn_of_mean_gates(
+    summary: RunSummary, thresholds: dict[str, float], failures: list[str]
+) -> None:
+    """Warn when a metric's passed mean gate hides what its own gates would catch."""
+    for name, numbers in summary.detectors.items():
+        if numbers.metric_tally is None or name not in thresholds:
+            continue
+        if any(failure.startswith(f"{name}:") for failure in failures):
+            continue
+        message = mean_gate_caveat(numbers.metric_tally.summary())
+        if message:
+            warn(message)
 
 
 def _resume_message(done: int, total: int, output: Path) -> str:

@@ -42,6 +42,28 @@ DEFAULT_MAX_OVER_REJECTION = 0.25
 DEFAULT_MAX_MISSED_REFUSAL = 0.25
 
 
+def mean_gate_caveat(summary: OODSummary) -> str | None:
+    """What a passed `--fail-under` gate on this metric hides, when `assay run` or `assay report`
+    gates it by its mean alone: an over-rejection or missed-refusal rate above `assay ood`'s
+    default limits (None when both are within them)."""
+    rates = (
+        ("over-rejection", summary.over_rejection_rate, DEFAULT_MAX_OVER_REJECTION),
+        ("missed-refusal", summary.missed_refusal_rate, DEFAULT_MAX_MISSED_REFUSAL),
+    )
+    over = [
+        f"{name} rate {rate:.2f}"
+        for name, rate, limit in rates
+        if rate is not None and rate > limit
+    ]
+    if not over:
+        return None
+    return (
+        f"{METRIC} passed its mean-score gate with {' and '.join(over)}: a mean alone does not "
+        "gate this metric (a system that declines everything scores 0.75 with three probes); "
+        "gate the rates with assay ood --max-over-rejection / --max-missed-refusal"
+    )
+
+
 @dataclass(frozen=True)
 class Gate:
     """One gate's outcome.
