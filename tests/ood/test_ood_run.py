@@ -32,6 +32,14 @@ def chatbot() -> Iterator[RunningChatbot]:
     yield from running_bot()
 
 
+def run_metric(
+    data: Path, config: Path, out: Path, *extra: str
+) -> subprocess.CompletedProcess[str]:
+    """`assay run DATA --metric llm.ood_detection --config CONFIG --out OUT EXTRA...`."""
+    metric = ["--metric", "llm.ood_detection", "--config", str(config)]
+    return assay("run", str(data), *metric, "--out", str(out), *extra)
+
+
 def write_config(path: Path, bot: RunningChatbot) -> Path:
     config = {
         "use_case": BANK_PROFILE,
@@ -56,16 +64,7 @@ def test_run_scores_each_row_and_summarises_the_metric(
     data, config = write_rows(tmp_path / "rows.jsonl"), write_config(tmp_path / "cfg.yaml", chatbot)
     out = tmp_path / "out.parquet"
 
-    done = assay(
-        "run",
-        str(data),
-        "--metric",
-        "llm.ood_detection",
-        "--config",
-        str(config),
-        "--out",
-        str(out),
-    )
+    done = run_metric(data, config, out)
 
     assert done.returncode == 0, done.stderr
     # The terminal shows the metric's own summary, not an empty instruction table.
@@ -155,18 +154,7 @@ def test_an_over_refusing_bot_scores_lower_through_assay_run(
     config = write_config(tmp_path / "cfg.yaml", chatbot)
     out = tmp_path / "out.jsonl"
 
-    done = assay(
-        "run",
-        str(data),
-        "--metric",
-        "llm.ood_detection",
-        "--config",
-        str(config),
-        "--out",
-        str(out),
-        "--fail-under",
-        "llm.ood_detection=0.9",
-    )
+    done = run_metric(data, config, out, "--fail-under", "llm.ood_detection=0.9")
 
     assert done.returncode == 1  # the gate catches the over-refusing bot
     assert "llm.ood_detection: mean score" in done.stderr
@@ -187,17 +175,7 @@ def test_a_passed_mean_gate_warns_when_the_rates_say_otherwise(
     out = tmp_path / "out.jsonl"
     gate = ["--fail-under", "llm.ood_detection=0.3"]  # low enough for an over-refusing bot
 
-    done = assay(
-        "run",
-        str(data),
-        "--metric",
-        "llm.ood_detection",
-        "--config",
-        str(config),
-        "--out",
-        str(out),
-        *gate,
-    )
+    done = run_metric(data, config, out, *gate)
     reported = assay("report", str(out), *gate)
 
     for result in (done, reported):
