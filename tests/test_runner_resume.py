@@ -228,6 +228,29 @@ async def test_retry_failed_refuses_an_input_whose_rows_moved(tmp_path: Path) ->
     assert retried == 1 and summary.failures_by_kind == {}
 
 
+async def test_retry_failed_refuses_other_options_than_the_run_it_completes(
+    tmp_path: Path,
+) -> None:
+    rows = make_rows(4)
+    rows[1] = {"id": "r1", "generated_text": 42}  # invalid: a row to retry
+    data = write_jsonl(tmp_path / "rows.jsonl", rows)
+    out = tmp_path / "out.jsonl"
+    run_file(data, out, scorer=DetectorScorer(("output_relevance",), explain=True))
+    write_jsonl(data, make_rows(4))  # the row fixed
+    before = out.read_bytes()
+
+    # Retried rows scored with other settings would sit beside rows scored with the first ones.
+    other = DetectorScorer(("output_relevance",), explain=False)
+    with pytest.raises(RequestValidationError) as raised:
+        await retry_failed_async(data, out, other, RunOptions())
+    assert raised.value.field == "retry_failed"
+    assert "scored with other options" in raised.value.message
+    assert out.read_bytes() == before
+    same = DetectorScorer(("output_relevance",), explain=True)
+    _, retried = await retry_failed_async(data, out, same, RunOptions())
+    assert retried == 1
+
+
 class StallingJudge(Judge):
     """Hangs on responses that mention "stall"; answers the rest at once."""
 

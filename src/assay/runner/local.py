@@ -13,6 +13,7 @@ run was interrupted.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import os
@@ -323,7 +324,10 @@ async def drive_run(
     keep = control.keep_finished and not control.overwrite
     if checkpoint is None and output_path.exists() and keep:
         if finished_fingerprint(output_path) == this_run:
-            summary = write_summary(input_path, output_path, scorer.score_names, this_run)
+            settings = settings_fingerprint(scorer)
+            summary = write_summary(
+                input_path, output_path, scorer.score_names, this_run, settings=settings
+            )
             summary.already_complete = True
             return summary
         raise RequestValidationError(
@@ -353,7 +357,14 @@ async def drive_run(
         )
     other_hits, other_misses = elsewhere() if elsewhere else (0, 0)
     embedding = shared_cache().stats().since(cache_before).plus(other_hits, other_misses)
-    summary = write_summary(input_path, output_path, scorer.score_names, this_run, embedding)
+    summary = write_summary(
+        input_path,
+        output_path,
+        scorer.score_names,
+        this_run,
+        embedding,
+        settings_fingerprint(scorer),
+    )
     remove_checkpoint(checkpoint_path)
     return summary
 
@@ -394,14 +405,22 @@ async def _write_output(
     save_checkpoint(checkpoint_path, checkpoint)
 
 
-def finished_fingerprint(output_path: Path) -> str | None:
-    """The fingerprint of the run whose summary sits next to `output_path`, if any."""
+def finished_fingerprint(output_path: Path, key: str = "fingerprint") -> str | None:
+    """The fingerprint of the run whose summary sits next to `output_path`, if any (`key`
+    "settings": that of its scorer's settings alone, see `settings_fingerprint`)."""
     try:
         data = json.loads(summary_path_for(output_path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    value = data.get("fingerprint") if isinstance(data, dict) else None
+    value = data.get(key) if isinstance(data, dict) else None
     return value if isinstance(value, str) else None
+
+
+def settings_fingerprint(scorer: RowScorer) -> str:
+    """A hash of the scorer's settings alone (detectors, options, a metric's config): what a
+    `--retry-failed` must share with the run it completes, whose input it may have fixed."""
+    settings = json.dumps(scorer_fingerprint(scorer), sort_keys=True, default=str)
+    return hashlib.sha256(settings.encode()).hexdigest()
 
 
 def write_summary(
@@ -410,12 +429,14 @@ def write_summary(
     names: Sequence[str],
     run: str | None = None,
     embedding: CacheStats | None = None,
+    settings: str | None = None,
 ) -> RunSummary:
     """Rebuild the summary from the output file and write it next to the output.
 
     run: the run's fingerprint, recorded so that the same command run again can tell the
         output already holds its results.
     embedding: the embedding cache's counts while the rows were scored.
+    settings: `settings_fingerprint` of the scorer, recorded for `--retry-failed`.
     """
     summary_path = summary_path_for(output_path)
     summary = RunSummary(
@@ -424,6 +445,7 @@ def write_summary(
         output_path=str(output_path),
         summary_path=str(summary_path),
         fingerprint=run,
+        settings=settings,
         embedding_cache=embedding or CacheStats(),
     )
     summary.add_lines(iter_output_lines(output_path))

@@ -24,6 +24,7 @@ from assay.runner.local import (
     finished_fingerprint,
     prepare_run,
     score_rows,
+    settings_fingerprint,
     write_summary,
 )
 from assay.runner.output import iter_output_lines
@@ -64,6 +65,14 @@ async def retry_failed_async(
             "out",
             "that run is unfinished; rerun the same command without --retry-failed to finish it",
         )
+    settings = settings_fingerprint(scorer)
+    if finished_fingerprint(output_path, "settings") not in (None, settings):
+        raise RequestValidationError(
+            "retry_failed",
+            f"{output_path} was scored with other options (detectors, explain, or the metric's "
+            "config); retry with the same ones, or rerun without --retry-failed and with "
+            "--overwrite to score every row anew",
+        )
     failed = {
         int(line["row"])
         for line in iter_output_lines(output_path)
@@ -86,7 +95,7 @@ async def retry_failed_async(
     # The output still holds the same run, now with fewer failures: keep its fingerprint.
     run = finished_fingerprint(output_path)
     embedding = shared_cache().stats().since(cache_before)
-    summary = write_summary(input_path, output_path, scorer.score_names, run, embedding)
+    summary = write_summary(input_path, output_path, scorer.score_names, run, embedding, settings)
     return summary, len(failed)
 
 

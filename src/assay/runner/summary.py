@@ -142,6 +142,7 @@ class RunSummary:
         (what `--allow-errors` is about).
     fingerprint: the run's fingerprint (input and options), written into the summary file so
         the same command run again knows the output already holds it.
+    settings: the fingerprint of the options alone, which `--retry-failed` must match.
     already_complete: the run had finished before; nothing was scored this time.
     embedding_cache: texts the embedding cache answered (hits) and the encoder had to encode
         (misses) while this invocation scored; it describes the process, not the output, so
@@ -161,6 +162,7 @@ class RunSummary:
     rows_with_calls: int = 0
     rows_with_errors: int = 0
     fingerprint: str | None = None
+    settings: str | None = None
     already_complete: bool = False
     embedding_cache: CacheStats = field(default_factory=CacheStats)
 
@@ -244,6 +246,7 @@ class RunSummary:
             "input": self.input_path,
             "output": self.output_path,
             "fingerprint": self.fingerprint,
+            "settings": self.settings,
             "rows": self.rows,
             "rows_failed": self.rows_failed,
             "rows_with_errors": self.rows_with_errors,
