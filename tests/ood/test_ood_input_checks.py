@@ -11,7 +11,7 @@ import yaml
 from chatbot import BANK_PROFILE
 
 from assay.metrics.ood import load_run_config, parse_config, parse_run_config
-from assay.metrics.ood.profile import load_profile
+from assay.metrics.ood.profile import load_profile, profile_from_mapping
 from assay.runner.metric_rows import MetricScorer, read_config_text
 from assay.schema import RequestValidationError
 
@@ -108,3 +108,16 @@ def test_a_run_config_reads_a_profile_path_relative_to_itself(
     config_file.write_text(yaml.safe_dump({"use_case": "missing.yaml", "sut": SUT}))
     with pytest.raises(RequestValidationError, match="cannot read profile"):
         read_config_text(config_file)
+
+
+def test_a_misspelt_profile_key_is_named_with_the_key_it_was_meant_for(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level("WARNING", logger="assay.metrics.ood.profile"):
+        profile_from_mapping(
+            {"name": "Bank bot", "alowed_topics": "cards; balances", "team": "payments"}
+        )
+    # A near miss of a known key is named; another key (allowed by the schema) is not.
+    assert [r.getMessage() for r in caplog.records] == [
+        "profile key 'alowed_topics' is not read: did you mean 'allowed_topics'?"
+    ]

@@ -15,7 +15,10 @@ Any other keys are kept and shown to the LLM generator/judge, but not used offli
 
 from __future__ import annotations
 
+import difflib
+import functools
 import json
+import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -28,6 +31,10 @@ from assay.schema import RequestValidationError
 
 #: Keys whose text describes scope; used offline to build the profile's reference texts.
 SCOPE_KEYS = ("name", "description", "allowed_topics", "examples", "system_prompt")
+#: Every key the judge reads (a profile may hold others).
+KNOWN_KEYS = (*SCOPE_KEYS, "disallowed_topics")
+
+logger = logging.getLogger(__name__)
 #: "You are X, a ... assistant that ..." opens most system prompts: the role in one sentence.
 _ROLE = re.compile(r"\byou are\s+(.{10,400}?)(?:\.\s|\.$|\n)", re.IGNORECASE)
 #: List items end at line breaks and semicolons. Inside an item a comma mostly separates too
@@ -122,6 +129,15 @@ def _unique(items: list[str]) -> list[str]:
     return list(dict.fromkeys(item.strip(" .") for item in items if item.strip(" .")))
 
 
+@functools.cache
+def _warn_of_near_miss(key: str) -> None:
+    """Other keys are allowed (the published schema takes any), but a near miss of a known one
+    is almost always a typo that silently drops that part of the profile: say so, once."""
+    near = difflib.get_close_matches(key, KNOWN_KEYS, n=1, cutoff=0.8)
+    if key not in KNOWN_KEYS and near:
+        logger.warning("profile key %r is not read: did you mean %r?", key, near[0])
+
+
 def profile_from_mapping(values: Mapping[str, object], source: str = "use_case") -> UseCaseProfile:
     """Validate a profile mapping.
 
@@ -137,6 +153,8 @@ def profile_from_mapping(values: Mapping[str, object], source: str = "use_case")
                 f"{source}.{key}", f"must be a string (got {type(value).__name__})"
             )
         cleaned[key] = value
+    for key in cleaned:
+        _warn_of_near_miss(key)
     profile = UseCaseProfile(cleaned)
     if not profile.reference_texts():
         raise RequestValidationError(
