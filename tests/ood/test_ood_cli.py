@@ -187,3 +187,20 @@ def test_ood_fail_under_follows_a_rescaled_score(profile_file: Path, tmp_path: P
     # Inside the rescaled range the option is taken (the run then stops at the dead SUT).
     inside = assay(*base, "--sut-url", "http://127.0.0.1:9", "--fail-under", "8")
     assert inside.returncode == 2 and "--fail-under" not in inside.stderr
+
+
+def test_options_that_replace_the_config_files_values_say_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from assay.cli.ood import _config
+    from assay.metrics.ood.profile import profile_from_mapping
+
+    config = tmp_path / "cfg.yaml"
+    config.write_text(yaml.safe_dump({"num_ood_queries": 2, "use_case": "other.yaml"}))
+
+    settings = _config(config, 1, profile_from_mapping(BANK_PROFILE))
+
+    assert settings.num_ood_queries == 1
+    said = " ".join(capsys.readouterr().err.split())
+    assert f"--num-ood-queries 1 replaces {config}'s num_ood_queries" in said
+    assert f"--use-case replaces {config}'s use_case" in said

@@ -33,6 +33,7 @@ from typer._click.globals import get_current_context
 from assay._sync import run_sync
 from assay.cli.common import (
     fail,
+    note,
     outcome_code,
     print_usage,
     progress_bar,
@@ -113,8 +114,13 @@ def _config(
         if not isinstance(loaded, dict):
             raise RequestValidationError("--config", f"{path} must hold a mapping of config keys")
         values.update(loaded)
+    # The command line wins over the config file; say so rather than drop a value in silence.
     if num_ood_queries is not None:
+        if values.get("num_ood_queries", num_ood_queries) != num_ood_queries:
+            note(f"--num-ood-queries {num_ood_queries} replaces {path}'s num_ood_queries")
         values["num_ood_queries"] = num_ood_queries
+    if "use_case" in values:
+        note(f"--use-case replaces {path}'s use_case")
     values["use_case"] = profile.fields
     return parse_config(values)
 
