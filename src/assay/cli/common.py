@@ -232,6 +232,8 @@ class LineProgress:
         self.console.print(f"{self.label}: {self.completed:,.0f}{total} rows, {speed}{eta}")
 
     def finish(self) -> None:
+        if self._first is None:  # nothing was done (a finished run asked again): no line
+            return
         now = time.monotonic()
         rate = self._rate(now)
         speed = f" ({_rate_text(rate)})" if rate else ""
