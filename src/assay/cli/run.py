@@ -310,7 +310,7 @@ def run_command(
         unusable = summary.rows_unscored
         gate_cases = gates.fail_under_gates(summary.gate_figures(), thresholds)
         failures = [gate.failure for gate in gate_cases if gate.failure]
-        _warn_of_mean_gates(summary, thresholds, failures)
+        _warn_of_mean_gates(summary, thresholds)
         if junit is not None:
             suite = "assay." + output.stem.replace(".", "_")
             gates.write_junit(
@@ -419,14 +419,13 @@ def _terminate_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _warn_of_mean_gates(
-    summary: RunSummary, thresholds: dict[str, float], failures: list[str]
-) -> None:
+def _warn_of_mean_gates(summary: RunSummary, thresholds: dict[str, float]) -> None:
     """Warn when a metric's passed mean gate hides what its own gates would catch."""
+    figures = summary.gate_figures()
     for name, numbers in summary.detectors.items():
         if numbers.metric_tally is None or name not in thresholds:
             continue
-        if any(failure.startswith(f"{name}:") for failure in failures):
+        if not gates.gate_passed(figures.get(name), thresholds[name]):
             continue
         message = mean_gate_caveat(numbers.metric_tally.summary())
         if message:

@@ -57,8 +57,8 @@ def _environment() -> Environment:
     return _templates
 
 
-def _render(template: str, **context: Any) -> HTMLResponse:
-    return HTMLResponse(_environment().get_template(template).render(**context))
+def _render(template: str, status: int = 200, **context: Any) -> HTMLResponse:
+    return HTMLResponse(_environment().get_template(template).render(**context), status)
 
 
 @router.get("/", response_class=HTMLResponse)
@@ -205,9 +205,7 @@ async def application_page(name: str, request: Request) -> HTMLResponse:
         view, page = parse_filter(name, params)
     except ServerError as error:
         # A page, not the API's JSON: this is what a browser shows after a mistyped filter.
-        page_body = _environment().get_template("filter_error.html")
-        html = page_body.render(name=name, message=error.message)
-        return HTMLResponse(html, status_code=error.status)
+        return _render("filter_error.html", error.status, name=name, message=error.message)
     shown = {key: params[key].strip() for key in _FILTER_KEYS if params.get(key, "").strip()}
 
     def query(session: Session) -> dict[str, Any]:

@@ -169,18 +169,22 @@ def _pair_conflicts(a: str, b: str, similarity: float, known: frozenset[str]) ->
     return [Conflict(kind, similarity, a, b) for kind in sorted(kinds)]
 
 
+def known_words(context_text: str) -> frozenset[str]:
+    """Every word and number of the context (lower-cased), not through `_Tokens.of`: a context
+    can be long, and neither its name positions nor a cache entry of it are needed."""
+    return frozenset(m.group(0).lower() for m in _TOKEN.finditer(context_text))
+
+
 def context_conflicts(
-    statements: Sequence[str], sentences: Sequence[str], similarity: Matrix, context_text: str
+    statements: Sequence[str], sentences: Sequence[str], similarity: Matrix, known: frozenset[str]
 ) -> list[Conflict]:
     """Conflicts between response sentences and the context statements they restate.
 
-    similarity: statements × sentences cosine similarities.
+    similarity: statements × sentences cosine similarities; known: `known_words` of the context
+    (a name or number it states anywhere is no substitution).
     """
     if not statements or not sentences:
         return []
-    # Every word of the context (lower-cased), not through `_Tokens.of`: a context can be long,
-    # and neither its name positions nor a cache entry of it are needed.
-    known = frozenset(m.group(0).lower() for m in _TOKEN.finditer(context_text))
     found: list[Conflict] = []
     for j, sentence in enumerate(sentences):
         for i in np.argsort(-similarity[:, j])[:PER_SENTENCE]:
@@ -191,14 +195,15 @@ def context_conflicts(
 
 
 def self_conflicts(
-    sentences: Sequence[str], similarity: Matrix, context_text: str = ""
+    sentences: Sequence[str], similarity: Matrix, known: frozenset[str] = frozenset()
 ) -> list[Conflict]:
     """Conflicts between two sentences of the response (identical repeats are not conflicts).
 
-    similarity: sentences × sentences cosine similarities. A number the context states is not a
-    substitution: "returns within 30 days" and "refunds within 5 days" restate two facts.
+    similarity: sentences × sentences cosine similarities; known: `known_words` of the context.
+    A number the context states is not a substitution ("returns within 30 days" and "refunds
+    within 5 days" restate two facts); names are, since an answer's own names are the context's.
     """
-    known = frozenset(m.group(0) for m in _TOKEN.finditer(context_text) if m.group(0)[0].isdigit())
+    known = frozenset(word for word in known if word[0].isdigit())
     found: list[Conflict] = []
     for j in range(len(sentences)):
         for k in range(j + 1, len(sentences)):

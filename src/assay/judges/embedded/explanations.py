@@ -135,6 +135,13 @@ def _statements(total: int) -> str:
     return "the context's one statement" if total == 1 else f"all {total} context statements"
 
 
+def _missing(n: dict[str, str], covered: int, total: int) -> str:
+    return (
+        f"The response covers only {covered} of {_count(total, 'context statement')}; "
+        f"missing: {_quoted(n['missing_statements'])}."
+    )
+
+
 def _key_information(ev: Evidence, ok: bool, pull: Pull) -> str:
     n = ev.notes
     covered, total = int(n["covered"]), int(n["statements"])
@@ -149,10 +156,7 @@ def _key_information(ev: Evidence, ok: bool, pull: Pull) -> str:
             )
         return "The response conveys the context's key information in its own words."
     if n["missing_statements"]:
-        return (
-            f"The response covers only {covered} of {_count(total, 'context statement')}; "
-            f"missing: {_quoted(n['missing_statements'])}."
-        )
+        return _missing(n, covered, total)
     # Every statement is touched: the check failed on how faithfully they are restated.
     entailed = round(ev.features["entailed_cover_share"] * total)
     if entailed == 0:
@@ -178,10 +182,7 @@ def _omissions(ev: Evidence, ok: bool, pull: Pull) -> str:
             )
         return "It gives the details the query needs, in its own words."
     if n["missing_statements"]:
-        return (
-            f"The response covers only {covered} of {_count(total, 'context statement')}; "
-            f"missing: {_quoted(n['missing_statements'])}."
-        )
+        return _missing(n, covered, total)
     # Every statement is touched: the check failed on how fully they are restated.
     entailed = round(f["entailed_cover_share"] * total)
     if entailed < total:

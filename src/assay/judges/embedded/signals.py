@@ -362,8 +362,9 @@ def completeness_features(ev: Evidence) -> None:
     # Per written sentence, how much of it loops on one phrase ("the the the").
     loops = [F.looped_share(s) for s in ev.written]
     most_looped = max(loops, default=0.0)
-    ctx_conflicts = A.context_conflicts(ev.statements, ev.sentences, pair, " ".join(ev.context))
-    own_conflicts = A.self_conflicts(ev.sentences, self_sims, " ".join(ev.context))
+    known = A.known_words(" ".join(ev.context))
+    ctx_conflicts = A.context_conflicts(ev.statements, ev.sentences, pair, known)
+    own_conflicts = A.self_conflicts(ev.sentences, self_sims, known)
     closest = (
         {ev.sentences[j]: ev.statements[int(pair[:, j].argmax())] for j in range(len(ev.sentences))}
         if ev.statements
