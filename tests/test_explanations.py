@@ -1,15 +1,18 @@
 """Explanations of hand-written cases that the dev rows do not contain: a single short answer,
-a query without key terms, two facts with different numbers, the separator character in a text,
-and which contradiction is quoted when several could be."""
+a query without key terms, two facts with different numbers, sentences copied from the context,
+the separator character in a text, and which contradiction is quoted when several could be."""
 
 from __future__ import annotations
 
 import re
 from typing import Any
 
+import numpy as np
+
 from assay.detectors import DETECTORS
 from assay.detectors.evaluate import detect_items, parse_items
 from assay.judges.base import Question
+from assay.judges.embedded.agreement import stated_sentences
 from assay.judges.embedded.encoder import load_encoder
 from assay.judges.embedded.explanations import explain
 from assay.judges.embedded.judge import gather
@@ -49,6 +52,32 @@ async def test_a_changed_number_is_still_a_contradiction_and_quoted() -> None:
     assert not contradiction["label"]
     assert "'Items may be returned within 60 days" in contradiction["explanation"]
     assert "(number)" in contradiction["explanation"]
+
+
+async def test_sentences_the_context_states_do_not_contradict_it_or_each_other() -> None:
+    # Two statements of one kind (an opposite, a name and a number apart) copied word for word:
+    # the context differs, the answer does not contradict anything.
+    for context in (
+        ["The Paris office opens early.", "The London office opens late."],
+        ["The Basic plan costs $9 per month.", "The Pro plan costs $29 per month."],
+    ):
+        entries = await judged("What are the details?", " ".join(context), context)
+        for check in ("faithful_interpretation", "no_contradiction"):
+            assert entries[check]["label"], (check, entries[check]["explanation"])
+            assert "contradicts" not in entries[check]["explanation"]
+
+
+def test_a_stated_sentence_is_a_copy_or_shortened_copy_in_order_with_the_same_negation() -> None:
+    statement = "Items may not be returned after 30 days of purchase."
+    sentences = [
+        "Items may not be returned after 30 days.",  # shortened: stated
+        "Items may be returned after 30 days.",  # negation dropped
+        "Items may not be returned after 60 days.",  # number changed
+        "After 30 days items may not be returned.",  # reordered: not word for word
+    ]
+    similarity = np.ones((1, len(sentences)))
+    stated = stated_sentences([statement], sentences, similarity)
+    assert stated == {sentences[0]}
 
 
 async def test_the_separator_character_in_a_text_is_judged_like_a_space() -> None:

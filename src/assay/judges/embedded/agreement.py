@@ -169,6 +169,34 @@ def _pair_conflicts(a: str, b: str, similarity: float, known: frozenset[str]) ->
     return [Conflict(kind, similarity, a, b) for kind in sorted(kinds)]
 
 
+def _in_order(short: tuple[str, ...], long: tuple[str, ...]) -> bool:
+    """Whether every token of `short` appears in `long`, in the same order (gaps allowed)."""
+    rest = iter(long)
+    return all(token in rest for token in short)
+
+
+def stated_sentences(
+    statements: Sequence[str], sentences: Sequence[str], similarity: Matrix
+) -> frozenset[str]:
+    """Response sentences that a context statement states: all their words are the statement's,
+    in its order, with the same negations (a copy, or a shortened one). Such a sentence cannot
+    contradict the context; where it seems to, two statements of the context differ ("The Paris
+    office opens early." / "The London office opens late.").
+
+    similarity: statements × sentences; the PER_SENTENCE closest statements are tried.
+    """
+    found = set()
+    for j, sentence in enumerate(sentences):
+        mine = _Tokens.of(sentence).low
+        negations = _NEGATORS & set(mine)
+        for i in np.argsort(-similarity[:, j])[:PER_SENTENCE]:
+            theirs = _Tokens.of(statements[i]).low
+            if negations == _NEGATORS & set(theirs) and _in_order(mine, theirs):
+                found.add(sentence)
+                break
+    return frozenset(found)
+
+
 def known_words(context_text: str) -> frozenset[str]:
     """Every word and number of the context (lower-cased), not through `_Tokens.of`: a context
     can be long, and neither its name positions nor a cache entry of it are needed."""
@@ -176,17 +204,24 @@ def known_words(context_text: str) -> frozenset[str]:
 
 
 def context_conflicts(
-    statements: Sequence[str], sentences: Sequence[str], similarity: Matrix, known: frozenset[str]
+    statements: Sequence[str],
+    sentences: Sequence[str],
+    similarity: Matrix,
+    known: frozenset[str],
+    stated: frozenset[str] = frozenset(),
 ) -> list[Conflict]:
     """Conflicts between response sentences and the context statements they restate.
 
     similarity: statements × sentences cosine similarities; known: `known_words` of the context
-    (a name or number it states anywhere is no substitution).
+    (a name or number it states anywhere is no substitution); stated: `stated_sentences`, which
+    are not compared.
     """
     if not statements or not sentences:
         return []
     found: list[Conflict] = []
     for j, sentence in enumerate(sentences):
+        if sentence in stated:
+            continue
         for i in np.argsort(-similarity[:, j])[:PER_SENTENCE]:
             if similarity[i, j] < CANDIDATE:
                 break
@@ -195,9 +230,13 @@ def context_conflicts(
 
 
 def self_conflicts(
-    sentences: Sequence[str], similarity: Matrix, known: frozenset[str] = frozenset()
+    sentences: Sequence[str],
+    similarity: Matrix,
+    known: frozenset[str] = frozenset(),
+    stated: frozenset[str] = frozenset(),
 ) -> list[Conflict]:
-    """Conflicts between two sentences of the response (identical repeats are not conflicts).
+    """Conflicts between two sentences of the response (identical repeats are not conflicts, nor
+    two sentences the context states: `stated_sentences`).
 
     similarity: sentences × sentences cosine similarities; known: `known_words` of the context.
     A number the context states is not a substitution ("returns within 30 days" and "refunds
@@ -207,7 +246,11 @@ def self_conflicts(
     found: list[Conflict] = []
     for j in range(len(sentences)):
         for k in range(j + 1, len(sentences)):
-            if similarity[j, k] >= CANDIDATE and sentences[j] != sentences[k]:
+            if (
+                similarity[j, k] >= CANDIDATE
+                and sentences[j] != sentences[k]
+                and not {sentences[j], sentences[k]} <= stated
+            ):
                 found += _pair_conflicts(sentences[j], sentences[k], float(similarity[j, k]), known)
     return sorted(found, key=lambda c: -c.strength)
 
