@@ -23,6 +23,7 @@ import numpy as np
 
 import common
 import damage
+from assay.judges.embedded import text as splitter
 from assay.judges.embedded.encoder import load_encoder
 
 FOLDS = 5
@@ -168,7 +169,6 @@ def _neighbours(rows: list[Row]) -> dict[str, list[str]]:
 
 
 def _make_pairs(base: list[Row], kinds: tuple[str, ...], detector: str, start: int) -> list[Row]:
-    rng = random.Random(f"{SEED}-{detector}-{base[0].source}")
     near = _neighbours(base)
     by_topic: dict[str, list[str]] = {}
     for row in base:
@@ -181,6 +181,9 @@ def _make_pairs(base: list[Row], kinds: tuple[str, ...], detector: str, start: i
         unrelated = [
             a for topic, answers in by_topic.items() if topic != row.topic for a in answers
         ]
+        # One generator per row: a change to one row's text (or the splitter's reading of it)
+        # does not redraw every later row's damage, so two judges compare on the same pairs.
+        rng = random.Random(f"{SEED}-{detector}-{row.id}")
         src = damage.Source(row.query, row.context, unrelated, near[row.group])
         good = damage.normalised(row.response)
         for name in kinds:
@@ -216,8 +219,10 @@ class DevSet:
 
 def dev_set() -> DevSet:
     cache = common.CACHE / "devset.json"
+    # The damage rules and the sentence splitter they cut answers with.
     code = (
-        "".join(Path(m.__file__ or "").read_text() for m in (damage,)) + Path(__file__).read_text()
+        "".join(Path(m.__file__ or "").read_text() for m in (damage, splitter))
+        + Path(__file__).read_text()
     )
     digest = hashlib.sha256(code.encode()).hexdigest()[:16]
     if cache.exists():

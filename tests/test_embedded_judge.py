@@ -249,6 +249,33 @@ def test_calibration_fitted_on_other_features_is_rejected() -> None:
                 "Then he started Y Combinator.",
             ],
         ),
+        # Markdown layout states nothing: headings and table rules go, a table row's cells are
+        # read as one line, a fenced code block is a unit of its own, "Step 2:" is a marker.
+        (
+            "## Setup\nThe VPN client must be installed first.\n## Login\nSign in with your ID.",
+            ["The VPN client must be installed first.", "Sign in with your ID."],
+        ),
+        (
+            "| Plan | Price |\n|---|:---:|\n| Basic plan | 9 dollars a month |",
+            ["Plan, Price Basic plan, 9 dollars a month"],  # a short row is glued like a sentence
+        ),
+        (
+            "Run this command in a terminal:\n```bash\ndmesg -w\n```\nIt follows the log.",
+            ["Run this command in a terminal:", "dmesg -w", "It follows the log."],
+        ),
+        (
+            "Step 1: Unplug the router for a while.\nStep 2) Plug the router back in.",
+            ["Unplug the router for a while.", "Plug the router back in."],
+        ),
+        # An emoji or a capital of another alphabet starts a sentence too.
+        (
+            "Keep the receipt with you 🧾. 💸 Refunds take five days. Ёлки are sold out now.",
+            [
+                "Keep the receipt with you 🧾.",
+                "💸 Refunds take five days.",
+                "Ёлки are sold out now.",
+            ],
+        ),
     ],
 )
 def test_sentence_splitting(text: str, expected: list[str]) -> None:

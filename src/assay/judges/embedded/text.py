@@ -4,16 +4,26 @@ from __future__ import annotations
 
 import re
 
-# A sentence ends at . ! or ? followed by space and an upper-case letter, digit, quote or bracket,
-# or at a line break. Abbreviations like "e.g." are protected first so they do not split.
+# A sentence ends at . ! or ? followed by space and an upper-case letter (Latin, Greek or
+# Cyrillic), digit, emoji, quote or bracket, or at a line break. Abbreviations like "e.g." are
+# protected first so they do not split.
 _ABBREVIATIONS = re.compile(r"\b(e\.g|i\.e|etc|vs|Mr|Mrs|Dr|St|No|approx|incl|Fig)\.", re.I)
-_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
+_SENTENCE_END = re.compile(
+    r"(?<=[.!?])[\"')\]]*\s+"
+    r"(?=[\"'(\[]?[A-Z0-9\u00c0-\u00d6\u00d8-\u00de\u0391-\u03a9\u0400-\u042f"
+    r"\u2600-\u27bf\U0001f300-\U0001faff])"
+)
 # Inside a short parenthesis (no line break) ! and ? end nothing: "Viaweb (later Yahoo! Store)".
 # A full stop there still does: whole sentences in brackets are common in answers.
 _PARENTHESIZED = re.compile(r"\([^()\n]{1,200}\)")
 _HIDE = str.maketrans({".": "\0", "!": "\1", "?": "\2"})
 _SHOW = str.maketrans({"\0": ".", "\1": "!", "\2": "?"})
-_LIST_MARKER = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
+_LIST_MARKER = re.compile(r"^\s*(?:[-*•+]|\d+[.)]|step\s+\d+\s*[:.)])\s+", re.I)
+# Markdown that labels or lays out text but states nothing: headings and table rules are
+# dropped, fences dropped around their code, table pipes taken out.
+_HEADING = re.compile(r"^\s{0,3}#{1,6}\s")
+_FENCE = re.compile(r"^\s*(?:```|~~~)")
+_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(?:\|\s*:?-{2,}:?\s*)*\|?\s*$")
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 _EXPLANATION_MARKERS = re.compile(
     r"\b(?:because|for example|for instance|such as|e\.g\.|i\.e\.|that is|which means|"
@@ -36,11 +46,36 @@ STOPWORDS = frozenset(
 MIN_SENTENCE_WORDS = 4
 
 
-def split_sentences(text: str) -> list[str]:
-    """Split text into sentences and list items, keeping each piece's original wording."""
-    pieces: list[str] = []
+def _lines(text: str) -> list[tuple[str, bool]]:
+    """The text's lines as prose, with whether each is a code block (a unit of its own, never
+    glued to the piece before it): list markers taken off, markdown headings and table rules
+    dropped, a table row's cells joined by commas, a fenced code block one line."""
+    out: list[tuple[str, bool]] = []
+    code: list[str] | None = None
     for line in text.splitlines():
-        line = _LIST_MARKER.sub("", line).strip()
+        if _FENCE.match(line):
+            if code:
+                out.append((" ".join(code), True))
+            code = None if code is not None else []
+            continue
+        if code is not None:
+            code.append(line.strip())
+        elif not (_HEADING.match(line) or _TABLE_RULE.match(line)):
+            stripped = line.strip()
+            if len(stripped) > 1 and stripped[0] == stripped[-1] == "|":
+                stripped = ", ".join(cell.strip() for cell in stripped[1:-1].split("|"))
+            out.append((_LIST_MARKER.sub("", stripped).strip(), False))
+    if code:  # an unclosed fence
+        out.append((" ".join(code), True))
+    return out
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split text into sentences and list items, keeping each piece's original wording (less
+    markdown layout: see `_lines`). Pieces under MIN_SENTENCE_WORDS words are glued to the one
+    before (short list items too: tried as units of their own, see DEVELOPERS.md)."""
+    pieces: list[str] = []
+    for line, own_unit in _lines(text):
         if not line:
             continue
         protected = _ABBREVIATIONS.sub(lambda m: m.group(0).translate(_HIDE), line)
@@ -51,10 +86,11 @@ def split_sentences(text: str) -> list[str]:
             part = part.translate(_SHOW).strip()
             if not part:
                 continue
-            if pieces and len(part.split()) < MIN_SENTENCE_WORDS:
+            if pieces and not own_unit and len(part.split()) < MIN_SENTENCE_WORDS:
                 pieces[-1] = f"{pieces[-1]} {part}"
             else:
                 pieces.append(part)
+            own_unit = False
     if len(pieces) > 1 and len(pieces[0].split()) < MIN_SENTENCE_WORDS:
         pieces[1] = f"{pieces[0]} {pieces[1]}"
         pieces.pop(0)
