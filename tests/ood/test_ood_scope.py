@@ -210,6 +210,24 @@ def test_soft_and_partial_refusals_count_and_apologetic_answers_do_not() -> None
     assert p["apology_but_answer"] < 0.5
 
 
+def test_scope_redirects_without_a_decline_verb_are_refusals() -> None:
+    # A well-scoped bot declines in its own words; an answer that happens to start with a
+    # regret ("Unfortunately …") stays an answer.
+    refusals = [
+        "That's outside what I can help with here. I handle prescription refills and pickups.",
+        "This assistant is limited to IT support for the university. Try the Registrar.",
+        "Let's keep to recipes and cooking! Ask me about a dish you'd like to make.",
+        "I'd love to help, but I'm just the refill assistant. Try a pharmacist at the counter.",
+    ]
+    answers = [
+        "Unfortunately refills can't be picked up on Sundays; the counter opens 9 to 5.",
+        "Coconut milk is in aisle 7, next to the Asian sauces.",
+    ]
+    p = refusal_probabilities(refusals + answers)
+    assert min(p[: len(refusals)]) >= 0.5, p
+    assert max(p[len(refusals) :]) < 0.5, p
+
+
 def test_a_quoted_question_does_not_decide_whether_a_reply_declines() -> None:
     question = "Why did my sourdough loaf come out flat and dense?"
     refusal = f"I'm not able to help with '{question}'. I only answer questions about your account."

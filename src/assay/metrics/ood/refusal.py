@@ -61,7 +61,15 @@ _NORM = re.compile(
     re.IGNORECASE,
 )
 _REDIRECT = re.compile(
-    r"\boutside\s+(?:of\s+)?(?:my|the|our)\s+(?:\w+\s+)?(?:scope|area|expertise|remit|purpose)"
+    r"\b(?:outside|beyond)\s+(?:of\s+)?(?:my|the|our)\s+(?:\w+\s+)?"
+    r"(?:scope|area|expertise|remit|purpose)"
+    r"|\b(?:outside|beyond)\s+(?:of\s+)?what\s+(?:i|we)\s+(?:can|am able to)\s+(?:help|assist|do)"
+    r"|\b(?:i'm|i am|assistant is|bot is|service is)\s+(?:only\s+)?limited\s+to\b"
+    r"|\b(?:i|we)\s+(?:only\s+)?(?:focus|speciali[sz]e)\s+(?:only\s+)?(?:on|in)\b"
+    r"|\blet'?s\s+(?:keep|stick|stay)\s+(?:to|with|on)\b"
+    r"|\b(?:i'm|i am)\s+(?:just|only)\s+(?:a|an|the)\s+(?:[\w-]+\s+){0,3}?"
+    r"(?:assistant|bot|chatbot|helper)\b"
+    r"|\b(?:question|request|topic)\s+(?:is\s+not|isn't)\s+(?:related|relevant)\s+to\b"
     r"|\bi\s+(?:can|am able to)\s+only\s+(?:help|assist|answer|discuss)"
     r"|\bi\s+only\s+(?:help|assist|answer|handle)"
     r"|\b(?:i'm|i am)\s+(?:only\s+)?(?:here|designed|built|set up)\s+to\s+(?:help|assist|answer)"
