@@ -4,6 +4,7 @@ the separator character in a text, and which contradiction is quoted when severa
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -130,7 +131,7 @@ def test_the_quoted_contradiction_is_the_one_that_weighed_most() -> None:
     by_model = explain("no_contradiction", ev, 0.2, {"ctx_contra_max": -2.0, "self_conflict": -0.5})
     by_words = explain("no_contradiction", ev, 0.2, {"ctx_contra_max": 0.0, "self_conflict": -0.5})
     assert "'Sentence A.' contradicts the context: 'Statement A.'" in by_model
-    assert "'Sentence B2.' contradicts itself (number): 'Sentence B1.'" in by_words
+    assert "'Sentence B2.' contradicts an earlier sentence (number): 'Sentence B1.'" in by_words
     ev.features["ctx_contra_max"] = 0.4
     doubt = explain("no_contradiction", ev, 0.2, {"ctx_contra_max": -2.0})
     assert "'Sentence A.' may contradict the context" in doubt
@@ -140,3 +141,29 @@ def test_quotes_are_cut_between_words() -> None:
     text = "word " * 40
     short = shorten(text, 42)
     assert short.endswith("word…") and len(short) <= 42
+
+
+def test_counts_agree_with_their_verbs_and_an_answer_longer_than_its_context_is_not_short() -> None:
+    question = Question(
+        "completeness",
+        "explains_when_needed",
+        "",
+        "The sky is blue. It is blue because air scatters blue light. Sunsets by the sea look red.",
+        "Why is the sky blue?",
+        ("Air scatters blue light more than red light.",),
+    )
+    [ev] = gather(load_encoder("minilm"), [question]).values()
+    assert len(ev.sentences) == 3
+    ev.features["explained_share"] = 1 / 3
+    assert "1 of its 3 sentences gives a reason" in explain("explains_when_needed", ev, 0.9, {})
+    ev.features["explained_share"] = 2 / 3
+    assert "1 of its 3 sentences gives no reason" in explain("explains_when_needed", ev, 0.1, {})
+    ev.notes.update(missing_statements=[], covered=1, statements=1)
+    ev.features.update(
+        entailed_cover_share=1.0,
+        informative_words_log=math.log1p(30),
+        info_ratio=math.log(31 / 20),
+    )
+    text = explain("no_omissions", ev, 0.1, {})
+    assert "30 informative words (the context has 20)" in text
+    assert "only" not in text

@@ -195,9 +195,16 @@ def _omissions(ev: Evidence, ok: bool, pull: Pull) -> str:
     # own (long answers were the complete ones in its human labels), so say so.
     informative = round(math.expm1(f["informative_words_log"]))
     context_words = round((informative + 1) / math.exp(f["info_ratio"]))
+    if informative < context_words:
+        return (
+            f"It touches {_statements(total)}, but says only "
+            f"{_count(informative, 'informative word')} (the context has {context_words}), "
+            "which the judge reads as incomplete."
+        )
     return (
-        f"It touches {_statements(total)}, but says only {_count(informative, 'informative word')} "
-        f"(the context has {context_words}), which the judge reads as incomplete."
+        f"It touches {_statements(total)} in {_count(informative, 'informative word')} (the "
+        f"context has {context_words}), but the judge does not read it as complete: answers of "
+        "this length were often incomplete in its training labels."
     )
 
 
@@ -207,8 +214,8 @@ _CONFLICT_NOTES = {
     "restated_contra_max": ("restated_contradicted_pair", "the context", False),
     "restated_contra_count": ("restated_contradicted_pair", "the context", False),
     "ctx_contra_max": ("contradicted_pair", "the context", False),
-    "self_contra_max": ("self_contradicted_pair", "itself", False),
-    "self_conflict": ("self_conflict", "itself", True),
+    "self_contra_max": ("self_contradicted_pair", "an earlier sentence", False),
+    "self_conflict": ("self_conflict", "an earlier sentence", True),
     **{
         f"ctx_conflict_{kind}": ("context_conflict", "the context", True)
         for kind in ("negation", "number", "name", "opposite")
@@ -296,17 +303,22 @@ def _explains(ev: Evidence, ok: bool, pull: Pull) -> str:
     explained = round(f["explained_share"] * total)
     if ok:
         if explained:
-            return (
-                f"It explains its points: {explained} of its {_count(total, 'sentence')} "
-                "give a reason or an example."
+            which = (
+                "its one sentence gives"
+                if total == 1
+                else f"{explained} of its {total} sentences {'gives' if explained == 1 else 'give'}"
             )
+            return f"It explains its points: {which} a reason or an example."
         return "Its points are simple enough to stand without further explanation."
     if total == 1:
         bare = "its one sentence gives no reason or example"
     elif explained == 0:
         bare = f"none of its {total} sentences gives a reason or example"
     else:
-        bare = f"{total - explained} of its {total} sentences give no reason or example"
+        bare = (
+            f"{total - explained} of its {total} sentences "
+            f"{'gives' if total - explained == 1 else 'give'} no reason or example"
+        )
     return f"Its claims come without explanation: {bare} (because, for example, such as…)."
 
 
