@@ -167,3 +167,13 @@ def test_counts_agree_with_their_verbs_and_an_answer_longer_than_its_context_is_
     text = explain("no_omissions", ev, 0.1, {})
     assert "30 informative words (the context has 20)" in text
     assert "only" not in text
+
+
+async def test_open_for_closed_is_read_as_an_opposite() -> None:
+    context = ["The museum opens at 9 am on weekdays.", "It is closed on public holidays."]
+    query = "When is the museum open?"
+    good = await judged(query, " ".join(context), context)
+    bad = await judged(query, f"{context[0]} It is open on public holidays.", context)
+    faithful = bad["faithful_interpretation"]
+    assert good["faithful_interpretation"]["label"] and not faithful["label"]
+    assert "'It is open on public holidays.' contradicts the context" in faithful["explanation"]

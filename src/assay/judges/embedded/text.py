@@ -198,7 +198,9 @@ OPPOSITES = dict(
     include/exclude includes/excludes accept/reject strong/weak stronger/weaker high/low
     easy/difficult easier/harder many/few large/small early/late inside/outside same/different
     similar/different advantage/disadvantage improves/worsens improve/worsen reduce/raise
-    reduces/raises cheaper/costlier warmer/cooler hotter/colder heavier/lighter""".split()
+    reduces/raises cheaper/costlier warmer/cooler hotter/colder heavier/lighter open/closed
+    opens/closes true/false legal/illegal possible/impossible available/unavailable
+    required/optional safe/unsafe won/lost accepted/rejected""".split()
 )
 OPPOSITES.update({b: a for a, b in list(OPPOSITES.items()) if b not in OPPOSITES})
 
