@@ -124,12 +124,44 @@ def test_every_command_that_prints_data_takes_json(words: list[str]) -> None:
     assert "--json" in names
 
 
+def test_exit_code_1_reads_the_same_in_the_help_and_the_readme() -> None:
+    # 1 is a failed gate or a command that could not finish (assay detect's judge, assay run's
+    # publishing); a row that fails to score is 3, so no text may say "scoring failed" is 1.
+    top = " ".join(runner.invoke(app, ["--help"], env={"COLUMNS": "80"}).stdout.split())
+    run_help = " ".join(runner.invoke(app, ["run", "--help"], env={"COLUMNS": "80"}).stdout.split())
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    [row] = [line for line in readme.splitlines() if line.startswith("| 1 |")]
+
+    assert (
+        "1 a gate failed or the command could not finish (assay detect's judge or assay "
+        "run's publishing failed)" in top
+    )
+    assert "1 a --fail-under gate failed or the run could not finish (publishing failed" in (
+        run_help
+    )
+    assert (
+        "or the command could not finish (`assay detect`'s judge failed, `assay run --publish` "
+        "could not send the rows); a row that fails to score is 3" in row
+    )
+    for text in (top, run_help, row):
+        assert "scoring failed" not in text and "scoring or publishing failed" not in text
+
+
 def test_metrics_show_json_is_the_same_as_format_json() -> None:
     as_json = runner.invoke(app, ["metrics", "show", "llm.ood_detection", "--json"])
     as_format = runner.invoke(app, ["metrics", "show", "llm.ood_detection", "--format", "json"])
 
     assert as_json.exit_code == 0 and as_format.exit_code == 0
     assert json.loads(as_json.stdout) == json.loads(as_format.stdout)
+
+
+def test_metrics_show_says_its_json_replaces_yaml_and_refuses_both() -> None:
+    shown = runner.invoke(app, ["metrics", "show", "--help"], env={"COLUMNS": "80"})
+    both = runner.invoke(app, ["metrics", "show", "llm.ood_detection", "-f", "yaml", "--json"])
+
+    assert "Print JSON on stdout instead of YAML." in " ".join(shown.stdout.split())
+    assert both.exit_code == 2
+    assert both.stderr.strip() == "error: --format: yaml and --json ask for two formats; give one"
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -74,6 +75,16 @@ def test_results_have_a_short_repr(overlap_judge: OverlapJudge) -> None:
     assert repr(errored) == "DetectResponseItem(completeness=error(timeout))"
     # Still the full data underneath.
     assert json.loads(json.dumps(response[0])) == dict(response[0])
+
+
+def test_the_readme_quotes_what_its_own_example_prints() -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    example = readme.split("## Python API\n\n```python\n", 1)[1].split("```", 1)[0]
+    namespace: dict[str, Any] = {}
+
+    exec(example, namespace)  # the embedded judge, in-process, as a reader would run it
+
+    assert f"Results print short (`{namespace['response'][0]!r}`)" in readme
 
 
 def test_a_detect_response_becomes_a_data_frame(overlap_judge: OverlapJudge) -> None:

@@ -299,6 +299,18 @@ def test_resuming_says_from_which_row_and_a_finished_output_is_not_overwritten(
     assert len(out.read_text().splitlines()) == 30
 
 
+def test_retry_failed_on_a_run_without_failures_says_so(tmp_path: Path) -> None:
+    data = write_jsonl(tmp_path / "rows.jsonl", rows_with(["answer one", "answer two"]))
+    common = ["run", str(data), "--out", str(tmp_path / "out.jsonl"), "--judge", "light"]
+    assert assay(*common).returncode == 0
+
+    retried = assay(*common, "--retry-failed")
+
+    assert retried.returncode == 0, retried.stderr
+    assert "has no failed rows to retry (2 rows); nothing to score." in retried.stderr
+    assert "output_relevance" in retried.stdout  # the tables, as the plain rerun prints them
+
+
 def test_a_log_gets_a_progress_line_every_few_seconds(tmp_path: Path) -> None:
     data = write_jsonl(tmp_path / "rows.jsonl", rows_with([f"answer {n}" for n in range(40)]))
 

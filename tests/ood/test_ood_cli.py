@@ -89,7 +89,11 @@ def test_ood_over_the_http_kind_sees_an_over_refusing_bot(
     ("extra", "expected"),
     [
         (["--num-ood-queries", "40"], "num_ood_queries: must be an integer between 1 and 32"),
-        (["--sut-kind", "grpc"], "--sut-kind: must be openai or http"),
+        # The parser knows the kinds, as --help shows them.
+        (
+            ["--sut-kind", "grpc"],
+            "'--sut-kind': Value error, 'grpc' is not one of 'openai', 'http'",
+        ),
         (
             ["--sut-kind", "http", "--body-template", "{}"],
             "--body-template: body_template must contain",
@@ -204,3 +208,15 @@ def test_options_that_replace_the_config_files_values_say_so(
     said = " ".join(capsys.readouterr().err.split())
     assert f"--num-ood-queries 1 replaces {config}'s num_ood_queries" in said
     assert f"--use-case replaces {config}'s use_case" in said
+
+
+def test_ood_help_shows_the_sut_kinds_and_the_probes_default() -> None:
+    from assay.metrics.ood.config import OODMetricConfig
+
+    done = assay("ood", "--help")
+
+    assert done.returncode == 0
+    said = " ".join(done.stdout.split())
+    assert "--sut-kind <openai|http>" in said
+    default = OODMetricConfig.model_fields["num_ood_queries"].default
+    assert f"Probes per in-domain question (1-32; default {default}, or the --config file's" in said

@@ -49,3 +49,9 @@ def test_the_readme_states_the_shipped_bank_sizes_and_gate_defaults() -> None:
     assert f"{len(probe_bank())} everyday questions in {len(topics)} topics" in section
     assert f"| `--max-over-rejection RATE` | {DEFAULT_MAX_OVER_REJECTION:g} |" in section
     assert f"| `--max-missed-refusal RATE` | {DEFAULT_MAX_MISSED_REFUSAL:g} |" in section
+
+
+def test_the_readme_says_where_the_run_summary_holds_the_ood_figures() -> None:
+    # tests/ood/test_ood_run.py reads them from there.
+    section = " ".join(ood_section().split())
+    assert 'summary JSON holds the same figures at `scorers["llm.ood_detection"].ood`' in section

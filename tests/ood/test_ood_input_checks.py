@@ -110,14 +110,20 @@ def test_a_run_config_reads_a_profile_path_relative_to_itself(
         read_config_text(config_file)
 
 
-def test_a_misspelt_profile_key_is_named_with_the_key_it_was_meant_for(
+def test_every_unknown_profile_key_is_named_with_the_known_keys(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     with caplog.at_level("WARNING", logger="assay.metrics.ood.profile"):
         profile_from_mapping(
-            {"name": "Bank bot", "alowed_topics": "cards; balances", "team": "payments"}
+            {"name": "Bank bot", "alowed_topics": "cards; balances", "forbidden_topics": "loans"}
         )
-    # A near miss of a known key is named; another key (allowed by the schema) is not.
+    # Allowed by the schema, but the offline judge reads neither: a near miss is named with the
+    # key it was meant for, any other key with the known ones.
+    known = (
+        "Known keys: name, description, allowed_topics, examples, system_prompt, "
+        "disallowed_topics, refusal_message"
+    )
     assert [r.getMessage() for r in caplog.records] == [
-        "profile key 'alowed_topics' is not read: did you mean 'allowed_topics'?"
+        f"profile key 'alowed_topics' is not read: did you mean 'allowed_topics'? {known}",
+        f"profile key 'forbidden_topics' is not read (only an LLM judge sees it, as text). {known}",
     ]

@@ -81,7 +81,7 @@ def test_run_scores_each_row_and_summarises_the_metric(
     # after one preflight question (the profile's first example) before the run.
     assert chatbot.policy.queries[0] == BANK_PROFILE["examples"].splitlines()[0]
     assert len(chatbot.policy.queries) == 1 + 3 * 2 + 2
-    summary = json.loads(Path(f"{out}.summary.json").read_text())["detectors"]["llm.ood_detection"]
+    summary = json.loads(Path(f"{out}.summary.json").read_text())["scorers"]["llm.ood_detection"]
     assert summary["mean_score"] == 1.0
     assert summary["ood"]["confusion"]["correct_refusal"] == 6
     assert summary["ood"]["over_rejection_rate"] == 0.0

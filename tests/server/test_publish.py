@@ -189,6 +189,7 @@ def test_a_wrong_server_url_is_corrected_without_scoring_again(
 
     wrong = run_publish(data, "http://127.0.0.1:9", log=log)
     assert wrong.returncode == 1
+    assert "error: publishing stopped before any row was sent: " in wrong.stderr
     judged = len(log.read_text().splitlines())
 
     # Nothing was sent, so the run may go to the right server now.
@@ -378,6 +379,26 @@ def test_a_scoped_key_publishes_only_to_its_applications(make_server: ServerFact
 
     assert mine.status_code == 200
     assert other.status_code == 404
+
+
+def test_a_key_the_server_refuses_stops_the_run_before_scoring(
+    live_server: LiveServer, tmp_path: Path
+) -> None:
+    data = write_rows(tmp_path / "rows.jsonl", 3)
+    log = tmp_path / "judged.txt"
+
+    result = run_publish(data, live_server.url, "--api-key", "not-a-key", log=log)
+
+    assert result.returncode == 2
+    error = result.stderr.strip().splitlines()[-1]
+    assert error.startswith(
+        f"error: --api-key: the server at {live_server.url} refused the key given (HTTP 401: "
+    )
+    assert error.endswith(
+        "nothing was scored: pass a key it accepts with --api-key or set $ASSAY_API_KEY"
+    )
+    assert not log.exists()
+    assert not (tmp_path / "rows.scored.jsonl").exists()
 
 
 @pytest.mark.parametrize(

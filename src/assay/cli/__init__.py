@@ -5,7 +5,7 @@ usage tables, warnings) in `common`. Nothing outside this package imports it.
 
 The grammar every command follows: booleans are `--flag/--no-flag`; a command that prints data
 takes `--json`; a user error is one red line on stderr; exit codes are those in `common`
-(0 ran, 1 a gate failed or scoring failed, 2 unusable input, 3 rows errored).
+(0 ran, 1 a gate failed or the command could not finish, 2 unusable input, 3 rows errored).
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ app = typer.Typer(
     cls=OneLineErrorsGroup,
     help="Judge the outputs of LLM applications.",
     epilog="Switches come in pairs (--explain/--no-explain); commands that print data take "
-    "--json. Exit codes: 0 ran, 1 a gate or the scoring failed, 2 unusable input, "
+    "--json. Exit codes: 0 ran, 1 a gate failed or the command could not finish (assay "
+    "detect's judge or assay run's publishing failed), 2 unusable input, "
     "3 rows errored (see --allow-errors).",
     no_args_is_help=True,
     add_completion=False,

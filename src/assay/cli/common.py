@@ -4,8 +4,9 @@ warnings and notes.
 
 Every error ends in one red line on stderr naming the field (as its command-line option) and what
 was wrong, never a traceback or an exception's class name; usage errors (an unknown option, a
-missing argument) too. Exit codes: 0 ran, 1 a gate failed or scoring failed (e.g. the judge could
-not load), 2 unusable input, 3 some rows errored (unless `--allow-errors`).
+missing argument) too. Exit codes: 0 ran, 1 a gate failed or the command could not finish (e.g.
+`assay detect`'s judge or `assay run`'s publishing failed; a row that fails is 3), 2 unusable
+input, 3 some rows errored (unless `--allow-errors`).
 """
 
 from __future__ import annotations

@@ -9,6 +9,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+# Typer vendors its own Click (version pinned): it says whether --format was given.
+from typer._click.core import ParameterSource
+from typer._click.globals import get_current_context
+
 from assay.cli.common import reported_errors
 from assay.cli.options import JsonOutput
 from assay.metrics.manifest import all_manifests, get_manifest, render_manifest
@@ -54,7 +58,10 @@ def list_metrics(as_json: JsonOutput = False) -> None:
 @metrics_app.command("show")
 def show_metric(
     name: Annotated[str, typer.Argument(help="Metric or detector name, e.g. llm.ood_detection.")],
-    as_json: JsonOutput = False,
+    as_json: Annotated[
+        bool,
+        typer.Option("--json/--no-json", help="Print JSON on stdout instead of YAML."),
+    ] = False,
     fmt: Annotated[
         str, typer.Option("--format", "-f", help="yaml or json (--json is the same as json).")
     ] = "yaml",
@@ -63,5 +70,10 @@ def show_metric(
     with reported_errors({}, bad_input=(KeyError, ValueError)):
         if fmt not in ("yaml", "json"):
             raise RequestValidationError("--format", f"must be yaml or json (got {fmt!r})")
+        given = get_current_context().get_parameter_source("fmt") is not ParameterSource.DEFAULT
+        if as_json and fmt == "yaml" and given:
+            raise RequestValidationError(
+                "--format", "yaml and --json ask for two formats; give one"
+            )
         text = render_manifest(get_manifest(name), "json" if as_json or fmt == "json" else "yaml")
     typer.echo(text.rstrip("\n"))

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import asdict
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -80,9 +81,17 @@ _SUT_OPTIONS = {
 #: Finite here; its range is checked once the config (min, max) is known.
 _finite = number_option("a finite number")
 
+_DEFAULT_NUM_OOD_QUERIES = OODMetricConfig.model_fields["num_ood_queries"].default
 _DEFAULT_MODEL = "default"
 _DEFAULT_BODY_TEMPLATE = '{"message": "{prompt}"}'
 _DEFAULT_REPLY_PATH = "reply"
+
+
+class SUTKind(StrEnum):
+    """How `assay ood` talks to the system under test."""
+
+    openai = "openai"
+    http = "http"
 
 
 def _sut_options(kind: str, url: str, values: dict[str, Any]) -> dict[str, Any]:
@@ -131,10 +140,15 @@ def ood_command(
     ],
     sut_url: Annotated[str, typer.Option("--sut-url", help="URL of the system under test.")],
     sut_kind: Annotated[
-        str, typer.Option("--sut-kind", help="openai (chat completions API root) or http.")
-    ] = "openai",
+        SUTKind, typer.Option("--sut-kind", help="openai (chat completions API root) or http.")
+    ] = SUTKind.openai,
     num_ood_queries: Annotated[
-        int | None, typer.Option("--num-ood-queries", help="Probes per in-domain question (1-32).")
+        int | None,
+        typer.Option(
+            "--num-ood-queries",
+            help=f"Probes per in-domain question (1-32; default {_DEFAULT_NUM_OOD_QUERIES}, or "
+            "the --config file's num_ood_queries).",
+        ),
     ] = None,
     config: Annotated[
         Path | None, typer.Option("--config", help="YAML file of llm.ood_detection config keys.")
@@ -226,7 +240,7 @@ def ood_command(
             "body_template": body_template,
             "reply_path": reply_path,
         }
-        options = _sut_options(sut_kind, sut_url, kind_values)
+        options = _sut_options(sut_kind.value, sut_url, kind_values)
         sut = build_sut(options, settings, _SUT_OPTIONS)
 
         async def run(report: Callable[[int], None]) -> list[RowResult]:

@@ -11,6 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
+
 from assay.client import AsyncClient, resolve_base_url
 from assay.schema import (
     APPLICATION_NAME_PATTERN,
@@ -20,14 +22,20 @@ from assay.schema import (
     RequestValidationError,
     check_name,
 )
+from assay.transport import status_error
 
 #: How the publishing fields are named on the command line, for error messages.
 PUBLISH_OPTIONS = {
     "base_url": "--base-url",
+    "api_key": "--api-key",
     "application_name": "--application-name",
     "model_name": "--model-name",
     "publish": "--publish",
 }
+
+#: A cheap route that needs a key, asked once before scoring: a refused key then stops the run
+#: before its rows are scored instead of when they are sent.
+KEY_CHECK_PATH = "/v1/detectors"
 
 
 @dataclass
@@ -51,6 +59,27 @@ class ClientPublisher:
             "application_name": self.application_name,
             "model_name": self.model_name,
         }
+
+    async def check(self) -> None:
+        """A key the server refuses (401 or 403) is unusable input, named as --api-key. Anything
+        else (a server down, a wrong URL) is left to publishing, which says so once the output
+        is complete and continues when the same command is run again."""
+        auth = self.client.auth_header
+        headers = {"Authorization": auth} if auth else {}
+        try:
+            async with httpx.AsyncClient(timeout=httpx.Timeout(30.0)) as http:
+                response = await http.get(self.base_url + KEY_CHECK_PATH, headers=headers)
+        except (httpx.HTTPError, httpx.InvalidURL):
+            return
+        if response.status_code not in (401, 403):
+            return
+        said = status_error(response)
+        which = "refused the key given" if auth else "needs a key and none was given"
+        raise RequestValidationError(
+            "api_key",
+            f"the server at {self.base_url} {which} ({said}); nothing was scored: pass a key it "
+            "accepts with --api-key or set $ASSAY_API_KEY",
+        )
 
     async def send(self, run_id: str, items: Sequence[Mapping[str, Any]]) -> None:
         await self.client.detections.publish(self.application_name, self.model_name, run_id, items)

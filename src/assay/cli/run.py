@@ -254,8 +254,8 @@ def run_command(
     """Score a dataset: one output record per row, and a summary.
 
     An interrupted run continues where it stopped when the same command is run again. Exit
-    codes: 0 ran, 1 a --fail-under gate or publishing failed, 2 unusable input (no row could
-    be scored), 3 rows errored (unless --allow-errors).
+    codes: 0 ran, 1 a --fail-under gate failed or the run could not finish (publishing failed,
+    say), 2 unusable input (no row could be scored), 3 rows errored (unless --allow-errors).
     """
     with reported_errors(_RUN_OPTIONS):
         apply_llm_options(not cache, llm, cascade_band)
@@ -302,7 +302,9 @@ def run_command(
         summary = _score(
             file, output, scorer, options, control, (retry_failed, engine, address, total)
         )
-        if summary.already_complete:
+        if summary.already_complete and retry_failed:
+            note(f"{output} has no failed rows to retry ({summary.rows:,} rows); nothing to score.")
+        elif summary.already_complete:
             note(
                 f"{output} already holds this run ({summary.rows:,} rows); nothing to score. "
                 "Pass --overwrite to score it again."

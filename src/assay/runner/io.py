@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import json
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
@@ -121,8 +122,12 @@ def _parse_json_line(raw_line: bytes, line_number: int) -> dict[str, Any] | Exce
         return RequestValidationError(
             "row", f"line {line_number} is not valid JSON: {error.msg} at column {error.colno}"
         )
-    except ValueError as error:  # an integer longer than Python converts (4300 digits)
-        return RequestValidationError("row", f"line {line_number} cannot be read: {error}")
+    except ValueError:  # an integer longer than Python converts (4300 digits)
+        return RequestValidationError(
+            "row",
+            f"line {line_number} holds an integer too long to read (over "
+            f"{sys.get_int_max_str_digits():,} digits)",
+        )
     except RecursionError:
         return RequestValidationError("row", f"line {line_number} is nested too deeply")
     if not isinstance(value, dict):

@@ -336,6 +336,8 @@ async def drive_run(
             "--retry-failed to rescore its failed rows",
         )
     await scorer.before_rows()
+    if control.publisher is not None:
+        await control.publisher.check()
     if checkpoint is not None and control.on_resume is not None:
         control.on_resume(checkpoint.rows_done)
     target = dict(control.publisher.target) if control.publisher is not None else None

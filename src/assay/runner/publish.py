@@ -37,6 +37,10 @@ class Publisher(Protocol):
         """Server, application and model: part of the run's fingerprint, so a resumed run
         cannot send half its rows to one place and half to another."""
 
+    async def check(self) -> None:
+        """Called before any row is scored: raise when the server would refuse the results
+        (a key it does not accept), so the run stops before the scoring is spent."""
+
     async def send(self, run_id: str, items: Sequence[Mapping[str, Any]]) -> None:
         """Store one batch of items on the server; raise when it could not."""
 
@@ -123,10 +127,15 @@ async def publish_output(
             try:
                 await publisher.send(checkpoint.run_id, items)
             except Exception as error:
+                where = (
+                    f"after output row {checkpoint.rows_published} ({counts.sent} rows sent "
+                    "this time)"
+                    if checkpoint.rows_published
+                    else "before any row was sent"
+                )
                 raise PublishFailed(
-                    f"publishing stopped after output row {checkpoint.rows_published} "
-                    f"({counts.sent} rows sent this time): {error}; run the same command again "
-                    "to continue from there"
+                    f"publishing stopped {where}: {error}; run the same command again to "
+                    "continue from there"
                 ) from error
             counts.sent += len(items)
         checkpoint.rows_published = last_row
@@ -146,6 +155,9 @@ class CallbackPublisher:
 
     target: Mapping[str, str]
     sender: SendBatch
+
+    async def check(self) -> None:
+        """Nothing to check: the sender says what goes wrong when it sends."""
 
     async def send(self, run_id: str, items: Sequence[Mapping[str, Any]]) -> None:
         await self.sender(run_id, items)

@@ -52,7 +52,8 @@ async def retry_failed_async(
 ) -> tuple[RunSummary, int]:
     """Rescore the failed rows of `output_path` from `input_path`.
 
-    Returns the new summary and how many rows were retried.
+    Returns the new summary and how many rows were retried; with none to retry, nothing is
+    scored and the summary says `already_complete`.
     """
     cache_before = shared_cache().stats()
     output_path = prepare_run(input_path, output_path, scorer, options)
@@ -96,6 +97,7 @@ async def retry_failed_async(
     run = finished_fingerprint(output_path)
     embedding = shared_cache().stats().since(cache_before)
     summary = write_summary(input_path, output_path, scorer.score_names, run, embedding, settings)
+    summary.already_complete = not failed
     return summary, len(failed)
 
 

@@ -10,7 +10,8 @@ Recognised keys (all optional except that the profile must say something):
                      such as "Primary Role"/"Allowed" add topics, "Forbidden"/"Do NOT" bullets
                      add disallowed topics (`prompt_sections.py`)
   refusal_message    the text it uses to decline (helps the refusal judge)
-Any other keys are kept and shown to the LLM generator/judge, but not used offline.
+Any other keys are kept and shown to the LLM generator/judge, but not used offline; each gets a
+warning naming it (with the key it was likely meant for, when it is a near miss).
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ from assay.schema import RequestValidationError
 
 #: Keys whose text describes scope; used offline to build the profile's reference texts.
 SCOPE_KEYS = ("name", "description", "allowed_topics", "examples", "system_prompt")
-#: Every key the judge reads (a profile may hold others).
-KNOWN_KEYS = (*SCOPE_KEYS, "disallowed_topics")
+#: Every key a profile documents (a profile may hold others, with a warning).
+KNOWN_KEYS = (*SCOPE_KEYS, "disallowed_topics", "refusal_message")
 
 logger = logging.getLogger(__name__)
 #: "You are X, a ... assistant that ..." opens most system prompts: the role in one sentence.
@@ -130,12 +131,15 @@ def _unique(items: list[str]) -> list[str]:
 
 
 @functools.cache
-def _warn_of_near_miss(key: str) -> None:
-    """Other keys are allowed (the published schema takes any), but a near miss of a known one
-    is almost always a typo that silently drops that part of the profile: say so, once."""
+def _warn_of_unknown_key(key: str) -> None:
+    """Other keys are allowed (the published schema takes any), but the offline judge does not
+    read them: a typo (`alowed_topics`) or a guess (`topics`, `forbidden_topics`) would silently
+    drop that part of the profile. Say so, once, with the key a near miss was meant for."""
+    if key in KNOWN_KEYS:
+        return
     near = difflib.get_close_matches(key, KNOWN_KEYS, n=1, cutoff=0.8)
-    if key not in KNOWN_KEYS and near:
-        logger.warning("profile key %r is not read: did you mean %r?", key, near[0])
+    meant = f": did you mean {near[0]!r}?" if near else " (only an LLM judge sees it, as text)."
+    logger.warning("profile key %r is not read%s Known keys: %s", key, meant, ", ".join(KNOWN_KEYS))
 
 
 def profile_from_mapping(values: Mapping[str, object], source: str = "use_case") -> UseCaseProfile:
@@ -154,7 +158,7 @@ def profile_from_mapping(values: Mapping[str, object], source: str = "use_case")
             )
         cleaned[key] = value
     for key in cleaned:
-        _warn_of_near_miss(key)
+        _warn_of_unknown_key(key)
     profile = UseCaseProfile(cleaned)
     if not profile.reference_texts():
         raise RequestValidationError(
