@@ -193,6 +193,7 @@ def test_fail_under_exits_1_with_the_reason_and_junit_lists_every_row(
             "error: --fail-under: 'output_relevance=2': threshold 2 is outside 0 to 1",
         ),
         (["--label-column", "verdict"], "error: --label-column: no row of"),
+        (["--max-over-rejection", "0.2"], "error: --max-over-rejection: "),
     ],
 )
 def test_bad_options_give_one_line_naming_the_flag_and_exit_2(

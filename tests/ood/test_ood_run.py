@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -184,7 +185,16 @@ def test_a_passed_mean_gate_warns_when_the_rates_say_otherwise(
             "warning: llm.ood_detection passed its mean-score gate with over-rejection rate 1.00"
             in result.stderr
         )
-        assert "assay ood --max-over-rejection" in result.stderr
+        assert "--max-over-rejection / --max-missed-refusal (assay report" in result.stderr
+
+    # The rates gated on the recorded run: the gate fails, JUnit says so, no caveat.
+    junit = tmp_path / "gates.xml"
+    rated = assay("report", str(out), *gate, "--max-over-rejection", "0.25", "--junit", str(junit))
+    assert rated.returncode == 1, rated.stderr
+    assert "over-rejection rate <= 0.25: 1.0000" in rated.stderr
+    assert "passed its mean-score gate" not in rated.stderr
+    failed = ET.parse(junit).getroot().findall(".//failure")
+    assert [f.get("message") for f in failed] == ["over-rejection rate <= 0.25: 1.0000"]
 
 
 def test_missing_columns_fail_before_any_call(chatbot: RunningChatbot, tmp_path: Path) -> None:

@@ -20,14 +20,16 @@ from assay.cli.common import (
     reported_errors,
     warn,
 )
-from assay.cli.options import AllowErrors, FailUnder, JsonOutput, Junit
+from assay.cli.options import AllowErrors, FailUnder, JsonOutput, Junit, rate
+from assay.metrics.ood import METRIC_NAME as OOD_METRIC
 from assay.runner import gates
 from assay.runner.checkpoint import checkpoint_path_for
-from assay.runner.ood_gates import mean_gate_caveat
+from assay.runner.ood_gates import mean_gate_caveat, ood_gates, tally_figures
 from assay.runner.output import check_writable, iter_output_lines
 from assay.schema import RequestValidationError
 
 if TYPE_CHECKING:
+    from assay.report.collect import RunTally
     from assay.report.compare import Comparison
 
 
@@ -61,6 +63,8 @@ _REPORT_OPTIONS = {
     "junit": "--junit",
     "baseline": "--baseline",
     "fail_on_regression": "--fail-on-regression",
+    "max_over_rejection": "--max-over-rejection",
+    "max_missed_refusal": "--max-missed-refusal",
 }
 
 
@@ -118,6 +122,22 @@ def report_command(
             "paired 95% interval is wholly below zero).",
         ),
     ] = False,
+    max_over_rejection: Annotated[
+        float | None,
+        typer.Option(
+            "--max-over-rejection",
+            callback=rate,
+            help=f"Fail above this over-rejection rate (0-1; {OOD_METRIC} runs only).",
+        ),
+    ] = None,
+    max_missed_refusal: Annotated[
+        float | None,
+        typer.Option(
+            "--max-missed-refusal",
+            callback=rate,
+            help=f"Fail above this missed-refusal rate (0-1; {OOD_METRIC} runs only).",
+        ),
+    ] = None,
     junit: Junit = None,
     allow_errors: AllowErrors = False,
     as_json: JsonOutput = False,
@@ -125,7 +145,8 @@ def report_command(
     """Report on a run's output, or compare two: an HTML page, tables, CI gates.
 
     Exit codes: 0 ran, 1 a gate failed, 2 unusable input; when gating (--fail-under,
-    --fail-on-regression or --junit), 3 when rows errored (unless --allow-errors).
+    --fail-on-regression, --max-over-rejection, --max-missed-refusal or --junit), 3 when rows
+    errored (unless --allow-errors).
     """
     # Imported here, not at the top: numpy and jinja2 would slow every other command's start.
     from assay import __version__
@@ -168,11 +189,15 @@ def report_command(
         gate_cases = gates.fail_under_gates(tally.gate_figures(), thresholds)
         if fail_on_regression and comparison is not None:
             gate_cases += _regression_gates(comparison)
+        rate_gated = max_over_rejection is not None or max_missed_refusal is not None
+        if rate_gated:
+            gate_cases += _rate_gates(tally, output, max_over_rejection, max_missed_refusal)
         failures = [gate.failure for gate in gate_cases if gate.failure]
         built = reporting.build_report(tally, str(output), thresholds, failures)
         for scorer in built.scorers:
             passed = scorer.threshold is not None and not scorer.gate_failed
-            if scorer.ood is not None and passed and (message := mean_gate_caveat(scorer.ood)):
+            caveat = scorer.ood is not None and passed and not rate_gated
+            if caveat and scorer.ood is not None and (message := mean_gate_caveat(scorer.ood)):
                 warn(message)
         page = html or reporting.default_report_path(output)
         reporting.write_html(built, page, __version__, comparison)
@@ -196,7 +221,7 @@ def report_command(
         if comparison is not None:
             reporting.print_comparison(comparison, console)
         console.print(f"wrote {' and '.join(written)}", soft_wrap=True)
-    gating = bool(thresholds or fail_on_regression or junit is not None)
+    gating = bool(thresholds or fail_on_regression or rate_gated or junit is not None)
     code = outcome_code(failures, tally.rows_with_errors if gating else 0, allow_errors)
     if code == EXIT_ROWS_ERRORED:
         raise fail(
@@ -206,6 +231,22 @@ def report_command(
         )
     if code:
         raise fail("; ".join(failures), code)
+
+
+def _rate_gates(
+    tally: RunTally, output: Path, over_rejection: float | None, missed_refusal: float | None
+) -> list[gates.GateCase]:
+    """`assay ood`'s two rate gates on a run's recorded OOD results (`runner.ood_gates`)."""
+    scorer = tally.scorers.get(OOD_METRIC)
+    if scorer is None or scorer.ood is None:
+        field = "max_over_rejection" if over_rejection is not None else "max_missed_refusal"
+        raise RequestValidationError(
+            field, f"{output} holds no {OOD_METRIC} results, the only ones with these rates"
+        )
+    found = ood_gates(
+        scorer.ood.summary(), tally_figures(scorer.ood), None, over_rejection, missed_refusal
+    )
+    return [gates.GateCase(g.name, None if g.passed else g.message) for g in found]
 
 
 def _regression_gates(comparison: Comparison) -> list[gates.GateCase]:

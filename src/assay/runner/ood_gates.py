@@ -60,7 +60,8 @@ def mean_gate_caveat(summary: OODSummary) -> str | None:
     return (
         f"{METRIC} passed its mean-score gate with {' and '.join(over)}: a mean alone does not "
         "gate this metric (a system that declines everything scores 0.75 with three probes); "
-        "gate the rates with assay ood --max-over-rejection / --max-missed-refusal"
+        "gate the rates with --max-over-rejection / --max-missed-refusal (assay report on "
+        "this output, or assay ood)"
     )
 
 
