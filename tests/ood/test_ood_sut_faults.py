@@ -48,6 +48,19 @@ async def test_retries_ride_out_temporary_failures(
     assert sum(case.attempts for case in result.cases) == 3 + 2  # 3 calls, 2 of them retried
 
 
+async def test_an_openai_kind_status_error_carries_the_servers_body(
+    chatbot: RunningChatbot,
+) -> None:
+    chatbot.policy.fail_first = 1
+    sut = OpenAIChatSUT(f"{chatbot.url}/v1")
+    try:
+        (result,) = await score_rows(in_domain_rows()[:1], config(concurrency_limit=1), sut=sut)
+    finally:
+        await sut.aclose()
+    [failed] = [case for case in result.cases if case.status == "transport_error"]
+    assert "HTTP 503" in (failed.error or "") and "temporarily unavailable" in (failed.error or "")
+
+
 async def test_without_retries_a_failure_is_a_transport_error_not_behaviour(
     chatbot: RunningChatbot,
 ) -> None:

@@ -117,7 +117,9 @@ class OpenAIChatSUT(SystemUnderTest):
                     "endpoint use kind 'http' (--sut-kind http), for an OpenAI-compatible one "
                     "give the API root (e.g. http://host/v1)"
                 )
-            failure = _status_error(error.status_code, str(error), error.response.headers)
+            # The SDK's own message is only "Error code: 503"; the body says why.
+            body = error.response.text[:200].strip()
+            failure = _status_error(error.status_code, body or str(error), error.response.headers)
             failure.hint = hint
             raise failure from None
         except APITimeoutError as error:
