@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,10 @@ def _jobs(store: Store) -> dict[str, tuple[str, int]]:
     return {job_id: (state, attempts) for job_id, state, attempts in rows}
 
 
+def _running(store: Store) -> set[str]:
+    return {job_id for job_id, (state, _) in _jobs(store).items() if state == "running"}
+
+
 def _held(replica: ServerProcess) -> int:
     """How many jobs the replica says it holds (its /healthz)."""
     health = httpx.get(replica.url + "/healthz", timeout=30)
@@ -75,19 +80,32 @@ def test_two_replicas_finish_every_job_exactly_once_though_one_is_killed(
             )
         assert len(accepted) == JOBS
 
-        # Kill one replica mid-way, once it is seen holding claimed jobs (it claims the next
-        # as soon as one finishes, so it still holds some an instant later).
+        # Kill one replica mid-way while it holds claimed jobs. Seen holding some on /healthz,
+        # it is frozen (SIGSTOP) so that it cannot finish them before the kill: on a fast host a
+        # job takes milliseconds, and a replica seen holding jobs could hold none an instant
+        # later. Its claims are the jobs still running a second later (the survivor's finish
+        # sooner); if there are none, it is let go and tried again.
         deadline = time.monotonic() + 300
-        while (
-            sum(state == "done" for state, _ in _jobs(store).values()) < JOBS // 3
-            or _held(replicas[0]) == 0
-        ):
+        while True:
             assert time.monotonic() < deadline, "jobs are not being done by both replicas"
-            time.sleep(0.1)
+            if sum(state == "done" for state, _ in _jobs(store).values()) < JOBS // 3:
+                time.sleep(0.1)
+                continue
+            if _held(replicas[0]) == 0:
+                continue
+            process = replicas[0].process
+            assert process is not None
+            process.send_signal(signal.SIGSTOP)
+            first = _running(store)
+            time.sleep(1.0)
+            frozen = first & _running(store)
+            if frozen:
+                break
+            process.send_signal(signal.SIGCONT)
         replicas[0].kill()
         at_kill = _jobs(store)
         running_at_kill = {j for j, (state, _) in at_kill.items() if state == "running"}
-        assert running_at_kill and any(state == "queued" for state, _ in at_kill.values())
+        assert frozen <= running_at_kill and any(state == "queued" for state, _ in at_kill.values())
 
         # The survivor finishes everything, the dead replica's claims once their lease ends.
         deadline = time.monotonic() + 600
