@@ -83,7 +83,7 @@ def test_two_replicas_finish_every_job_exactly_once_though_one_is_killed(
         # Kill one replica mid-way while it holds claimed jobs. Seen holding some on /healthz,
         # it is frozen (SIGSTOP) so that it cannot finish them before the kill: on a fast host a
         # job takes milliseconds, and a replica seen holding jobs could hold none an instant
-        # later. Its claims are the jobs still running a second later (the survivor's finish
+        # later. Its claims are the jobs still running half a second later (the survivor's finish
         # sooner); if there are none, it is let go and tried again.
         deadline = time.monotonic() + 300
         while True:
@@ -97,7 +97,7 @@ def test_two_replicas_finish_every_job_exactly_once_though_one_is_killed(
             assert process is not None
             process.send_signal(signal.SIGSTOP)
             first = _running(store)
-            time.sleep(1.0)
+            time.sleep(0.5)
             frozen = first & _running(store)
             if frozen:
                 break
@@ -105,7 +105,9 @@ def test_two_replicas_finish_every_job_exactly_once_though_one_is_killed(
         replicas[0].kill()
         at_kill = _jobs(store)
         running_at_kill = {j for j, (state, _) in at_kill.items() if state == "running"}
-        assert frozen <= running_at_kill and any(state == "queued" for state, _ in at_kill.values())
+        # Jobs were left to take over (the frozen replica's own; the survivor may have drained
+        # the queue in the meantime on a fast host).
+        assert frozen <= running_at_kill
 
         # The survivor finishes everything, the dead replica's claims once their lease ends.
         deadline = time.monotonic() + 600
