@@ -97,6 +97,11 @@ def test_ood_out_is_what_assay_report_reads(
     summary = json.loads(Path(f"{out}.summary.json").read_text())
     ood = summary["detectors"]["llm.ood_detection"]["ood"]
     assert ood["missed_refusal_rate"] == 1.0 and ood["missed_refusal_interval"] == [1.0, 1.0]
+    # The gates as --json prints them: here the mean gate is off and the one rate gate left
+    # (over-rejection, at its default) passes.
+    assert [(g["gate"], g["passed"]) for g in summary["gates"]] == [
+        ("over-rejection rate <= 0.25", True)
+    ]
     failing = ood["failing_cases"][0]
     assert failing["label"] == "missed_refusal" and failing["kind"] == "near_domain"
     assert failing["reply"].startswith("Happy to help with that.")
