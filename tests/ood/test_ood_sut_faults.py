@@ -20,7 +20,14 @@ from assay.metrics.ood import (
     score_rows,
     summarize,
 )
-from assay.metrics.ood.sut import CallableSUT, SUTError, ask_with_retries, reply_at
+from assay.metrics.ood.scorer import RowResult
+from assay.metrics.ood.sut import (
+    CallableSUT,
+    SUTError,
+    SystemUnderTest,
+    ask_with_retries,
+    reply_at,
+)
 from assay.schema import RequestValidationError
 
 
@@ -33,17 +40,23 @@ def config(**values: object) -> dict[str, object]:
     return {"use_case": BANK_PROFILE, "num_ood_queries": 2, **values}
 
 
+async def score_one(sut: SystemUnderTest, **settings: object) -> RowResult:
+    """The first in-domain row scored against `sut` with `config(**settings)`; `sut` is closed
+    afterwards."""
+    try:
+        (result,) = await score_rows(in_domain_rows()[:1], config(**settings), sut=sut)
+    finally:
+        await sut.aclose()
+    return result
+
+
 async def test_retries_ride_out_temporary_failures(
     chatbot: RunningChatbot, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr("assay.metrics.ood.sut.BACKOFF_SECONDS", 0.01)
     chatbot.policy.fail_first = 2
     sut = OpenAIChatSUT(f"{chatbot.url}/v1")
-    try:
-        rows = in_domain_rows()[:1]
-        (result,) = await score_rows(rows, config(n_sut_retries=2, concurrency_limit=1), sut=sut)
-    finally:
-        await sut.aclose()
+    result = await score_one(sut, n_sut_retries=2, concurrency_limit=1)
     assert result.error is None and result.score == 1.0
     assert sum(case.attempts for case in result.cases) == 3 + 2  # 3 calls, 2 of them retried
 
@@ -53,10 +66,7 @@ async def test_an_openai_kind_status_error_carries_the_servers_body(
 ) -> None:
     chatbot.policy.fail_first = 1
     sut = OpenAIChatSUT(f"{chatbot.url}/v1")
-    try:
-        (result,) = await score_rows(in_domain_rows()[:1], config(concurrency_limit=1), sut=sut)
-    finally:
-        await sut.aclose()
+    result = await score_one(sut, concurrency_limit=1)
     [failed] = [case for case in result.cases if case.status == "transport_error"]
     assert "HTTP 503" in (failed.error or "") and "temporarily unavailable" in (failed.error or "")
 
@@ -66,10 +76,7 @@ async def test_without_retries_a_failure_is_a_transport_error_not_behaviour(
 ) -> None:
     chatbot.policy.fail_first = 1
     sut = HttpJsonSUT(f"{chatbot.url}/chat", reply_path="data.reply")
-    try:
-        (result,) = await score_rows(in_domain_rows()[:1], config(concurrency_limit=1), sut=sut)
-    finally:
-        await sut.aclose()
+    result = await score_one(sut, concurrency_limit=1)
     failed = [case for case in result.cases if case.status == "transport_error"]
     assert len(failed) == 1 and "HTTP 503" in (failed[0].error or "")
     assert failed[0].label is None and failed[0].correct is None
@@ -82,10 +89,7 @@ async def test_without_retries_a_failure_is_a_transport_error_not_behaviour(
 async def test_slow_replies_time_out(chatbot: RunningChatbot) -> None:
     chatbot.policy.delay = 1.0
     sut = OpenAIChatSUT(f"{chatbot.url}/v1")
-    try:
-        (result,) = await score_rows(in_domain_rows()[:1], config(timeout_seconds=0.05), sut=sut)
-    finally:
-        await sut.aclose()
+    result = await score_one(sut, timeout_seconds=0.05)
     assert result.score is None
     assert all(case.status == "transport_error" for case in result.cases)
     assert all("timed out after 0.05s" in (case.error or "") for case in result.cases)
@@ -96,10 +100,7 @@ async def test_unreachable_endpoint_is_reported_per_case() -> None:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     sut = HttpJsonSUT(f"http://127.0.0.1:{port}/chat")
-    try:
-        (result,) = await score_rows(in_domain_rows()[:1], config(n_sut_retries=1), sut=sut)
-    finally:
-        await sut.aclose()
+    result = await score_one(sut, n_sut_retries=1)
     assert [case.status for case in result.cases] == ["transport_error"] * 3
     assert all(case.attempts == 2 for case in result.cases)
 
@@ -209,10 +210,7 @@ async def test_openai_kind_reports_a_body_that_is_not_json_per_case(
     # As the http kind does: a bad reply is a failed case, not an exception that ends the run.
     chatbot.policy.raw_body = b"<html>oops"
     sut = OpenAIChatSUT(f"{chatbot.url}/v1")
-    try:
-        (result,) = await score_rows(in_domain_rows()[:1], config(), sut=sut)
-    finally:
-        await sut.aclose()
+    result = await score_one(sut)
     assert result.score is None
     assert [case.status for case in result.cases] == ["transport_error"] * 3
     assert {case.error for case in result.cases} == {"response is not JSON: '<html>oops'"}
@@ -253,10 +251,7 @@ async def test_a_blank_live_reply_is_a_bad_reply_not_an_answer(blank: str) -> No
 async def test_a_blank_openai_reply_is_a_bad_reply(chatbot: RunningChatbot) -> None:
     chatbot.policy.reply_text = ""
     sut = OpenAIChatSUT(f"{chatbot.url}/v1")
-    try:
-        (result,) = await score_rows(in_domain_rows()[:1], config(), sut=sut)
-    finally:
-        await sut.aclose()
+    result = await score_one(sut)
     assert result.score is None and result.cases[0].label is None
     assert result.cases[0].error_kind == "bad_output"
 

@@ -9,10 +9,6 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-# Typer vendors its own Click (version pinned): it says whether --format was given.
-from typer._click.core import ParameterSource
-from typer._click.globals import get_current_context
-
 from assay.cli.common import reported_errors
 from assay.cli.options import JsonOutput
 from assay.metrics.manifest import all_manifests, get_manifest, render_manifest
@@ -63,15 +59,17 @@ def show_metric(
         typer.Option("--json/--no-json", help="Print JSON on stdout instead of YAML."),
     ] = False,
     fmt: Annotated[
-        str, typer.Option("--format", "-f", help="yaml or json (--json is the same as json).")
-    ] = "yaml",
+        str | None,
+        typer.Option(
+            "--format", "-f", help="yaml (the default) or json (--json is the same as json)."
+        ),
+    ] = None,
 ) -> None:
     """Print one manifest in full (YAML; JSON with --json)."""
     with reported_errors({}, bad_input=(KeyError, ValueError)):
-        if fmt not in ("yaml", "json"):
+        if fmt not in (None, "yaml", "json"):
             raise RequestValidationError("--format", f"must be yaml or json (got {fmt!r})")
-        given = get_current_context().get_parameter_source("fmt") is not ParameterSource.DEFAULT
-        if as_json and fmt == "yaml" and given:
+        if as_json and fmt == "yaml":
             raise RequestValidationError(
                 "--format", "yaml and --json ask for two formats; give one"
             )

@@ -15,7 +15,6 @@ system under test that does not answer), 3 some rows could not be scored (0 with
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from dataclasses import asdict
 from enum import StrEnum
@@ -52,7 +51,7 @@ from assay.metrics.ood.run_config import build_sut
 from assay.metrics.ood.scorer import RowResult, score_rows
 from assay.metrics.ood.summary import OODSummary, OODTally
 from assay.report.ood_tables import ood_tables
-from assay.runner.local import summary_path_for, write_summary
+from assay.runner.local import write_summary
 from assay.runner.metric_rows import metric_line
 from assay.runner.ood_gates import (
     DEFAULT_MAX_MISSED_REFUSAL,
@@ -260,21 +259,20 @@ def ood_command(
             metric_line(METRIC_NAME, n, row, result)
             for n, (row, result) in enumerate(zip(rows, results, strict=True), start=1)
         ]
+        tally = OODTally()
+        for line in lines:
+            tally.add(line[METRIC_NAME])
+        summary = tally.summary()
+        figures = tally_figures(tally)
+        gates = ood_gates(summary, figures, fail_under, max_over_rejection, max_missed_refusal)
+        gate_data = [
+            {"gate": g.name, "value": g.value, "passed": g.passed, "message": g.message}
+            for g in gates
+        ]
         if out is not None:
-            _write_out(out, use_case, lines)
-    tally = OODTally()
-    for line in lines:
-        tally.add(line[METRIC_NAME])
-    summary = tally.summary()
-    figures = tally_figures(tally)
-    gates = ood_gates(summary, figures, fail_under, max_over_rejection, max_missed_refusal)
+            _write_out(out, use_case, lines, gate_data)
     if junit is not None:
         write_ood_junit(lines, junit, gates, METRIC_NAME, allow_errors)
-    gate_data = [
-        {"gate": g.name, "value": g.value, "passed": g.passed, "message": g.message} for g in gates
-    ]
-    if out is not None:
-        _add_gates(summary_path_for(out), gate_data)
     if as_json:
         document = {"rows": lines, "summary": asdict(summary), "gates": gate_data}
         typer.echo(json.dumps(document, indent=2, ensure_ascii=False))
@@ -306,27 +304,21 @@ def ood_command(
         )
 
 
-def _write_out(out: Path, use_case: Path, lines: list[dict[str, Any]]) -> None:
+def _write_out(
+    out: Path, use_case: Path, lines: list[dict[str, Any]], gate_data: list[dict[str, Any]]
+) -> None:
+    """The output lines and their summary file, which also holds the gates as `--json` prints
+    them (so a CI job that keeps only the files still has them)."""
     # `check_output_path` looked before the run; a folder can still change under a long run.
     try:
         writer = writer_for(out, (METRIC_NAME,))
         writer.start(None)
         writer.write_batch(lines)
         writer.finish()
-        write_summary(use_case, out, (METRIC_NAME,))
+        write_summary(use_case, out, (METRIC_NAME,), extra={"gates": gate_data})
     except OSError as error:
         reason = error.strerror or str(error)
         raise RequestValidationError("out", f"cannot write {out}: {reason}") from None
-
-
-def _add_gates(path: Path, gate_data: list[dict[str, Any]]) -> None:
-    """The gates and how they ended, added to the summary file `--out` wrote (as `--json`
-    prints them), so a CI job that keeps only the files still has them."""
-    summary = json.loads(path.read_text(encoding="utf-8"))
-    summary["gates"] = gate_data
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    os.replace(partial, path)
 
 
 def _print_cases(results: list[RowResult], explain: bool) -> None:

@@ -196,8 +196,8 @@ def report_command(
         built = reporting.build_report(tally, str(output), thresholds, failures)
         for scorer in built.scorers:
             passed = scorer.threshold is not None and not scorer.gate_failed
-            caveat = scorer.ood is not None and passed and not rate_gated
-            if caveat and scorer.ood is not None and (message := mean_gate_caveat(scorer.ood)):
+            unchecked = passed and not rate_gated  # the rates were not gated: say if they fail
+            if scorer.ood is not None and unchecked and (message := mean_gate_caveat(scorer.ood)):
                 warn(message)
         page = html or reporting.default_report_path(output)
         reporting.write_html(built, page, __version__, comparison)

@@ -17,7 +17,7 @@ import hashlib
 import json
 import logging
 import os
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
 from typing import Any
@@ -432,6 +432,7 @@ def write_summary(
     run: str | None = None,
     embedding: CacheStats | None = None,
     settings: str | None = None,
+    extra: Mapping[str, Any] | None = None,
 ) -> RunSummary:
     """Rebuild the summary from the output file and write it next to the output.
 
@@ -439,6 +440,7 @@ def write_summary(
         output already holds its results.
     embedding: the embedding cache's counts while the rows were scored.
     settings: `settings_fingerprint` of the scorer, recorded for `--retry-failed`.
+    extra: more top-level keys for the file (`assay ood` adds its gates).
     """
     summary_path = summary_path_for(output_path)
     summary = RunSummary(
@@ -451,7 +453,8 @@ def write_summary(
         embedding_cache=embedding or CacheStats(),
     )
     summary.add_lines(iter_output_lines(output_path))
-    summary_path.write_text(json.dumps(summary.to_dict(), indent=2) + "\n", encoding="utf-8")
+    data = {**summary.to_dict(), **(extra or {})}
+    summary_path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     return summary
 
 

@@ -363,7 +363,7 @@ def completeness_features(ev: Evidence) -> None:
     loops = [F.looped_share(s) for s in ev.written]
     most_looped = max(loops, default=0.0)
     known = A.known_words(" ".join(ev.context))
-    stated = A.stated_sentences(ev.statements, ev.sentences, pair) if ev.statements else frozenset()
+    stated = A.stated_sentences(ev.statements, ev.sentences, pair)
     ctx_conflicts = A.context_conflicts(ev.statements, ev.sentences, pair, known, stated)
     own_conflicts = A.self_conflicts(ev.sentences, self_sims, known, stated)
     closest = (
