@@ -30,7 +30,7 @@ from assay.judges.embedded.explanations import explain
 from assay.judges.embedded.form import looped_share
 from assay.judges.embedded.judge import EmbeddedJudge, gather
 from assay.judges.embedded.signals import CHECK_FEATURES
-from assay.judges.embedded.text import split_sentences
+from assay.judges.embedded.text import from_html, split_sentences
 
 QUERY = "What is the refund policy for online orders?"
 CONTEXT = [
@@ -199,6 +199,25 @@ def test_identical_input_gives_identical_verdicts() -> None:
     assert judge.answer_sync(questions) == judge.answer_sync(questions)
 
 
+def test_an_html_answer_gets_the_verdicts_of_the_text_it_renders() -> None:
+    judge = EmbeddedJudge()
+    html = (
+        "<p>You can get a refund on online orders within <b>30 days</b> of delivery.</p>"
+        "<ul><li>Items bought on sale are final &amp; cannot be refunded.</li>"
+        "<li>Shipping fees are not refunded unless the item arrived damaged.</li></ul>"
+    )
+    text = (
+        "You can get a refund on online orders within 30 days of delivery.\n"
+        "Items bought on sale are final & cannot be refunded.\n"
+        "Shipping fees are not refunded unless the item arrived damaged."
+    )
+    answers = []
+    for response in (html, text):
+        [item] = parse_items([completeness(response)])
+        answers.append(judge.answer_sync(questions_for(item, DETECTORS["completeness"])))
+    assert answers[0] == answers[1]
+
+
 def test_shipped_calibration_covers_every_check_with_its_features() -> None:
     calibration = load_calibration()
     assert set(calibration.checks) == set(CHECK_FEATURES)
@@ -280,6 +299,30 @@ def test_calibration_fitted_on_other_features_is_rejected() -> None:
 )
 def test_sentence_splitting(text: str, expected: list[str]) -> None:
     assert split_sentences(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("html", "expected"),
+    [
+        (
+            "<h2>Setup</h2><p>Install the VPN client <em>first</em>.</p><br>Sign in &amp; wait.",
+            ["Install the VPN client first.", "Sign in & wait."],
+        ),
+        (
+            "<table><tr><th>Plan</th><th>Price</th></tr>"
+            "<tr><td>Basic plan</td><td>9 dollars a month</td></tr></table>",
+            ["Plan, Price Basic plan, 9 dollars a month"],
+        ),
+        (
+            "Run this command in a terminal:<pre><code>dmesg -w</code></pre><p>It follows the log.</p>",
+            ["Run this command in a terminal:", "dmesg -w", "It follows the log."],
+        ),
+        # Without a closing tag or <br> it is not HTML: a comparison in prose stays whole.
+        ("If a <b and c> d holds, stop here.", ["If a <b and c> d holds, stop here."]),
+    ],
+)
+def test_html_is_read_as_the_text_it_renders(html: str, expected: list[str]) -> None:
+    assert split_sentences(from_html(html)) == expected
 
 
 @pytest.mark.parametrize(

@@ -218,6 +218,10 @@ def test_scope_redirects_without_a_decline_verb_are_refusals() -> None:
         "This assistant is limited to IT support for the university. Try the Registrar.",
         "Let's keep to recipes and cooking! Ask me about a dish you'd like to make.",
         "I'd love to help, but I'm just the refill assistant. Try a pharmacist at the counter.",
+        "Ha, that's one for your doctor. I can help with repeat prescriptions.",
+        "Thermostats aren't my thing, sorry. I handle your energy bills.",
+        # a web bot's HTML is read as the text it shows
+        "<p>That's outside what I can help with here.</p><p>I handle refills and pickups.</p>",
     ]
     answers = [
         "Unfortunately refills can't be picked up on Sundays; the counter opens 9 to 5.",

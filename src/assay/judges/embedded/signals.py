@@ -161,10 +161,11 @@ class Evidence:
     agreement: dict[C.Pair, C.Probabilities] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        # Notes join quoted sentences with SEPARATOR, so the texts must not hold it themselves.
-        self.response = self.response.replace(SEPARATOR, " ")
-        self.query = self.query.replace(SEPARATOR, " ") if self.query else self.query
-        self.context = tuple(doc.replace(SEPARATOR, " ") for doc in self.context)
+        # Notes join quoted sentences with SEPARATOR, so the texts must not hold it themselves;
+        # HTML is read as the text it renders.
+        self.response = T.from_html(self.response).replace(SEPARATOR, " ")
+        self.query = T.from_html(self.query).replace(SEPARATOR, " ") if self.query else self.query
+        self.context = tuple(T.from_html(doc).replace(SEPARATOR, " ") for doc in self.context)
         # Sentences as written (for form: run-ons, lengths), and the units judged for meaning:
         # the same sentences with run-ons cut at clause boundaries, so that one long sentence
         # holding many claims is weighed claim by claim.

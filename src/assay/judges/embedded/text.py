@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import re
 
 # A sentence ends at . ! or ? followed by space and an upper-case letter (Latin, Greek or
@@ -24,6 +25,23 @@ _LIST_MARKER = re.compile(r"^\s*(?:[-*•+]|\d+[.)]|step\s+\d+\s*[:.)])\s+", re.
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s")
 _FENCE = re.compile(r"^\s*(?:```|~~~)")
 _TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(?:\|\s*:?-{2,}:?\s*)*\|?\s*$")
+# HTML that a chat front end would render. Only text with a closing tag or a <br> is read as
+# HTML, and only known tag names are touched, so "a <b and c> d" in prose stays as it is.
+_HTML_SIGN = re.compile(r"</[a-z][a-z0-9]*\s*>|<br\s*/?>", re.I)
+_HTML_HEADING = re.compile(r"<h[1-6]\b[^<>]*>.*?</h[1-6]\s*>", re.I | re.S)
+_HTML_PRE = re.compile(r"</?pre\b[^<>]*>", re.I)
+_HTML_ROW_END = re.compile(r"</t[dh]\s*>\s*(?=</tr\b)", re.I)
+_HTML_CELL_END = re.compile(r"</t[dh]\s*>", re.I)
+_HTML_BLOCK = re.compile(
+    r"</?(?:p|div|li|ul|ol|tr|table|thead|tbody|tfoot|blockquote|section|article|header|footer|"
+    r"dl|dt|dd|figure|figcaption|main|nav|aside)\b[^<>]*>|<(?:br|hr)\b[^<>]*>",
+    re.I,
+)
+_HTML_INLINE = re.compile(
+    r"</?(?:a|abbr|b|cite|code|del|em|font|i|img|ins|kbd|mark|q|s|small|span|strong|sub|sup|"
+    r"td|th|u|var)\b[^<>]*>",
+    re.I,
+)
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 _EXPLANATION_MARKERS = re.compile(
     r"\b(?:because|for example|for instance|such as|e\.g\.|i\.e\.|that is|which means|"
@@ -44,6 +62,19 @@ STOPWORDS = frozenset(
 
 #: Fragments shorter than this (in words) are glued to the sentence before them.
 MIN_SENTENCE_WORDS = 4
+
+
+def from_html(text: str) -> str:
+    """`text` as plain lines when it is HTML: block tags end a line, headings are dropped (like
+    markdown's), a <pre> block becomes a fenced one, a table row's cells are joined by commas,
+    inline tags go and entities become their characters. Other text is returned unchanged."""
+    if not _HTML_SIGN.search(text):
+        return text
+    text = _HTML_HEADING.sub("\n", text)
+    text = _HTML_PRE.sub("\n```\n", text)
+    text = _HTML_CELL_END.sub(", ", _HTML_ROW_END.sub("", text))
+    text = _HTML_INLINE.sub("", _HTML_BLOCK.sub("\n", text))
+    return html.unescape(text)
 
 
 def _lines(text: str) -> list[tuple[str, bool]]:

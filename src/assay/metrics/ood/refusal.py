@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 from assay.judges.embedded.embedding_cache import CachedEncoder, shared_encoder
 from assay.judges.embedded.encoder import Matrix
+from assay.judges.embedded.text import from_html
 from assay.metrics.ood.calibration import EmbeddingProbe, load_model, load_probe
 
 REFUSAL_FEATURES = (
@@ -75,11 +76,17 @@ _REDIRECT = re.compile(
     r"|\b(?:i'm|i am)\s+(?:only\s+)?(?:here|designed|built|set up)\s+to\s+(?:help|assist|answer)"
     r"|\bnot\s+(?:something|a topic|a question|an area)\s+(?:i|that i)\s+can\b"
     r"|\b(?:can't|cannot)\s+help\s+with\s+that\b"
-    r"|\bplease\s+(?:ask|contact|consult|reach out to)\s+(?:a|an|your)\b",
+    r"|\bplease\s+(?:ask|contact|consult|reach out to)\s+(?:a|an|your)\b"
+    # idioms: "thermostats aren't my thing", "that's one for your doctor"
+    r"|(?:\bnot|n't)\s+(?:really\s+)?(?:my|our)\s+(?:area|thing|field|department|forte|"
+    r"speciality|specialty|expertise|domain)\b"
+    r"|\b(?:that's|that is|this is|it's)\s+(?:one|a question|something)\s+(?:for|best|better)\s+"
+    r"(?:asked of\s+|left to\s+|answered by\s+|suited to\s+|put to\s+)?(?:a|an|your)\b",
     re.IGNORECASE,
 )
 _NO_ACCESS = re.compile(
-    r"\bi\s+(?:do not|don't)\s+have\s+(?:access|the ability|personal|real-time|information)",
+    r"\bi\s+(?:do not|don't)\s+have\s+(?:access|the ability|personal|real-time|information)"
+    r"|\bi\s+(?:really\s+)?(?:do not|don't)\s+know(?:\s*[.!]|\s*$|\s+the answer)",
     re.IGNORECASE,
 )
 _APOLOGY = re.compile(
@@ -191,6 +198,7 @@ def refusal_features(
     encoder = encoder or shared_encoder()
     if not replies:
         return []
+    replies = [from_html(reply) for reply in replies]  # a web bot's HTML reads as its text
     if queries is not None:
         replies = [without_query(r, q) for r, q in zip(replies, queries, strict=True)]
     openings = [_opening(reply) or "(empty reply)" for reply in replies]
