@@ -186,6 +186,44 @@ def test_near_domain_probes_are_unlisted_capabilities_of_the_profiles_field() ->
     assert not any(p.topic.split(": ", 1)[1] in listed for p in near)
 
 
+def test_near_domain_probes_skip_a_field_a_stray_topic_put_in_play() -> None:
+    # "application status" (of a card) also matches the admissions office's capability, which
+    # put that whole field's capabilities among a bank's near-domain probes.
+    bank = profile_from_mapping(
+        {
+            "name": "Bank and cards",
+            "description": "A chatbot for a retail bank and its credit cards. It can help with: "
+            "freeze account; routing; pin change; bill due; pay bill; account blocked; interest "
+            "rate; min payment; bill balance; transfer; order checks; balance; spending history; "
+            "transactions; report fraud; expiration date; damaged card; report lost card; card "
+            "declined; credit limit; redeem rewards; rewards balance; application status; credit "
+            "score; new card; international fees. Anything else is declined.",
+        }
+    )
+    table = capability_table()
+    claimed = [table.capabilities[i].domain for i in scope_index(bank).claimed]
+    assert "education_admissions" in claimed and claimed.count("education_admissions") == 1
+    rows = [
+        "Has my credit card application been approved?",
+        "What is the status of my application?",
+        "Did you receive my application yet?",
+        "How long does an application take to process?",
+        "Can I check where my card application is?",
+        "Is my application still pending?",
+    ]
+    near = [
+        probe
+        for row in rows
+        for probe in choose_probes(ProbeRequest(bank, 3, anchor=row)).probes
+        if probe.kind == "near_domain"
+    ]
+    assert len(near) == len(rows)
+    assert not any(p.topic.startswith("education_admissions") for p in near)
+    assert all(
+        p.topic.split(":")[0] in {"banking", "credit_cards", "payments_and_payroll"} for p in near
+    )
+
+
 def test_shipped_capability_vectors_are_current_and_match_the_encoder() -> None:
     shipped = shipped_vectors(CAPABILITY_FILE, len(bank_texts()))
     assert shipped is not None, "rerun bench/ood.py after editing probes/capabilities.yaml"

@@ -6,8 +6,11 @@ Two kinds of probe, each made to be out of scope:
   list (from the capability bank: a card-and-balance assistant asked about a mortgage), and for
   the capabilities its disallowed topics claim (a bank assistant that declines investment advice
   asked "Should I put my savings into stocks or bonds?"). Rows take turns at which of the two
-  comes first. When the profile's field is not in the capability bank, the everyday questions
-  nearest the profile stand in;
+  comes first. A field the profile lists only a small share of its capabilities from
+  (`MAIN_FIELD_SHARE`) was put in play by a stray match (a card service's "application status"
+  matches the admissions office's): its capabilities are used only when the main fields and the
+  disallowed topics give too few. When the profile's field is not in the capability bank, the
+  everyday questions nearest the profile stand in;
 - far-domain: everyday questions from the probe bank, spread from near to far, one per topic.
 
 A candidate is used only when the scope judge puts it clearly out of scope
@@ -21,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import math
 import random
+from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import zip_longest
@@ -29,7 +33,7 @@ import numpy as np
 
 from assay.judges.embedded.embedding_cache import shared_encoder
 from assay.metrics.ood.bank import bank_vectors, probe_bank
-from assay.metrics.ood.capabilities import capability_table
+from assay.metrics.ood.capabilities import CapabilityTable, capability_table
 from assay.metrics.ood.probe_types import (
     DISALLOWED_TOPIC,
     GeneratedProbe,
@@ -46,6 +50,10 @@ NEAR_SHARE = 1 / 3
 TOPIC_OVERLAP = 0.2
 #: Highest P(in scope) a probe may have.
 PROBE_MAX_IN_SCOPE = 0.25
+#: Least share of the capabilities a profile lists that a field must hold to be one of its own,
+#: unless it is related to one that does (its centroid at least `RELATED_FIELD` similar).
+MAIN_FIELD_SHARE = 0.25
+RELATED_FIELD = 0.4
 
 
 @dataclass(frozen=True)
@@ -54,6 +62,7 @@ class _Candidate:
     group: str  # capability or bank topic: one probe per group
     closeness: float  # to the profile (and the row's question)
     in_scope: float
+    stray: bool  # of a field that only a stray match put in play
 
 
 def seed_for(key: str) -> int:
@@ -71,15 +80,45 @@ class _Pool:
     vectors: np.ndarray
     closeness: np.ndarray
     in_scope: tuple[float, ...]
+    stray: tuple[bool, ...]
 
 
-def _pool(index: ScopeIndex, texts: list[str], groups: list[str], vectors: np.ndarray) -> _Pool:
+def _pool(
+    index: ScopeIndex,
+    texts: list[str],
+    groups: list[str],
+    vectors: np.ndarray,
+    stray: list[bool] | None = None,
+) -> _Pool:
     if not texts:
-        return _Pool((), (), vectors, np.zeros(0), ())
+        return _Pool((), (), vectors, np.zeros(0), (), ())
     features = index.features(texts, vectors)
     closeness = np.array([f["listed_max"] for f in features])
     in_scope = tuple(scope_probabilities(features))
-    return _Pool(tuple(texts), tuple(groups), vectors, closeness, in_scope)
+    return _Pool(
+        tuple(texts),
+        tuple(groups),
+        vectors,
+        closeness,
+        in_scope,
+        tuple(stray or [False] * len(texts)),
+    )
+
+
+def _main_fields(index: ScopeIndex, table: CapabilityTable) -> set[str]:
+    """The fields of the profile's own: those holding at least `MAIN_FIELD_SHARE` of the
+    capabilities it lists, the other fields it lists from that are related to one of those
+    (lodging to flights; not admissions to credit cards), and those its disallowed topics name."""
+    listed = Counter(table.capabilities[i].domain for i in index.claimed)
+    total = sum(listed.values())
+    main = {field for field, count in listed.items() if count >= MAIN_FIELD_SHARE * total}
+    centroid = table.field_centroids
+    related = {
+        field
+        for field in listed
+        if any(float(centroid[field] @ centroid[other]) >= RELATED_FIELD for other in main)
+    }
+    return main | related | {table.capabilities[i].domain for i in index.disallowed_capabilities}
 
 
 @lru_cache(maxsize=32)
@@ -88,7 +127,8 @@ def _pools(fields: tuple[tuple[str, str], ...]) -> tuple[_Pool, _Pool]:
     encoder = shared_encoder()
     index = scope_index(UseCaseProfile(dict(fields)), encoder)
     table = capability_table(encoder)
-    near_texts, near_groups = [], []
+    main = _main_fields(index, table)
+    near_texts, near_groups, near_stray = [], [], []
     for prefix, indices in (
         ("", index.unlisted_capabilities),
         (DISALLOWED_TOPIC, index.disallowed_capabilities),
@@ -98,10 +138,11 @@ def _pools(fields: tuple[tuple[str, str], ...]) -> tuple[_Pool, _Pool]:
             for text in capability.requests:
                 near_texts.append(text)
                 near_groups.append(f"{prefix}{capability.domain}: {capability.name}")
+                near_stray.append(capability.domain not in main)
     # Bank requests: their rows of the capability table, not encoded again.
     near_vectors = table.vectors(near_texts, encoder)
     bank = probe_bank()
-    near = _pool(index, near_texts, near_groups, near_vectors)
+    near = _pool(index, near_texts, near_groups, near_vectors, near_stray)
     far = _pool(index, [p.text for p in bank], [p.topic for p in bank], bank_vectors(encoder))
     return near, far
 
@@ -112,12 +153,13 @@ def _candidates(request: ProbeRequest) -> tuple[list[_Candidate], list[_Candidat
     anchor = shared_encoder().encode([request.anchor])[0] if request.anchor else None
     near, far = (
         [
-            _Candidate(t, g, float(c), p)
-            for t, g, c, p in zip(
+            _Candidate(t, g, float(c), p, s)
+            for t, g, c, p, s in zip(
                 pool.texts,
                 pool.groups,
                 pool.closeness if anchor is None else (pool.closeness + pool.vectors @ anchor) / 2,
                 pool.in_scope,
+                pool.stray,
                 strict=True,
             )
         ]
@@ -161,6 +203,15 @@ def _alternate(groups: dict[str, list[_Candidate]], turn: int) -> dict[str, list
     return {name: groups[name] for name in order}
 
 
+def _main_first(groups: dict[str, list[_Candidate]], wanted: int) -> dict[str, list[_Candidate]]:
+    """The near groups of the profile's own fields and disallowed topics, in their order; those
+    of a field a stray match put in play follow, only as many as the others fall short of
+    `wanted`."""
+    main = {name: members for name, members in groups.items() if not members[0].stray}
+    stray = [name for name, members in groups.items() if members[0].stray]
+    return {**main, **{name: groups[name] for name in stray[: max(0, wanted - len(main))]}}
+
+
 def _groups(candidates: list[_Candidate]) -> dict[str, list[_Candidate]]:
     grouped: dict[str, list[_Candidate]] = {}
     for candidate in candidates:
@@ -183,6 +234,7 @@ def choose_probes(request: ProbeRequest) -> ProbeSet:
     near_count = min(len(near_groups), max(1, round(count * NEAR_SHARE)) if count > 1 else 0)
     far_count = min(len(far_groups), count - near_count)
     near_count = count - far_count
+    near_groups = _main_first(near_groups, near_count)
     rng = random.Random(request.seed)
     chosen: list[tuple[_Candidate, ProbeKind]] = []
     plan: list[tuple[ProbeKind, dict[str, list[_Candidate]], int]] = [

@@ -55,6 +55,15 @@ class CapabilityTable:
     request_vectors: Matrix
     request_owner: npt.NDArray[np.int64]
 
+    @cached_property
+    def field_centroids(self) -> dict[str, Matrix]:
+        """Each field (domain) -> the normalised mean of its requests' vectors."""
+        rows: dict[str, list[Matrix]] = {}
+        for owner, vector in zip(self.request_owner, self.request_vectors, strict=True):
+            rows.setdefault(self.capabilities[owner].domain, []).append(vector)
+        means = {field: np.mean(vectors, axis=0) for field, vectors in rows.items()}
+        return {field: mean / np.linalg.norm(mean) for field, mean in means.items()}
+
     def texts_of(self, index: int) -> list[str]:
         """The name and requests of capability `index`."""
         capability = self.capabilities[index]
