@@ -220,3 +220,25 @@ def test_ood_help_shows_the_sut_kinds_and_the_probes_default() -> None:
     assert "--sut-kind <openai|http>" in said
     default = OODMetricConfig.model_fields["num_ood_queries"].default
     assert f"Probes per in-domain question (1-32; default {default}, or the --config file's" in said
+
+
+def test_a_json_config_is_read_as_json_so_a_trailing_comma_is_named(tmp_path: Path) -> None:
+    from assay.cli.ood import _config
+    from assay.metrics.ood.profile import profile_from_mapping
+    from assay.metrics.ood.run_config import load_run_config
+    from assay.runner.metric_rows import read_config_text
+    from assay.schema import RequestValidationError
+
+    config = tmp_path / "cfg.json"
+    config.write_text('{"num_ood_queries": 2,}')  # YAML would take this; JSON does not
+    readers = (
+        lambda: _config(config, None, profile_from_mapping(BANK_PROFILE)),
+        lambda: load_run_config(config),
+        lambda: read_config_text(config),
+    )
+    for read in readers:
+        with pytest.raises(RequestValidationError) as raised:
+            read()
+        assert str(config) in str(raised.value) and "line 1 column" in str(raised.value)
+    config.write_text('{"num_ood_queries": 2}')
+    assert _config(config, None, profile_from_mapping(BANK_PROFILE)).num_ood_queries == 2

@@ -46,7 +46,7 @@ from assay.judges.usage import Usage
 from assay.metrics.ood import METRIC_NAME
 from assay.metrics.ood.config import OODMetricConfig, parse_config
 from assay.metrics.ood.preflight import preflight
-from assay.metrics.ood.profile import UseCaseProfile, load_profile, not_utf8
+from assay.metrics.ood.profile import UseCaseProfile, load_profile, not_utf8, parse_file_text
 from assay.metrics.ood.run_config import build_sut
 from assay.metrics.ood.scorer import RowResult, score_rows
 from assay.metrics.ood.summary import OODSummary, OODTally
@@ -115,10 +115,10 @@ def _config(
     values: dict[str, Any] = {}
     if path is not None:
         try:
-            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+            loaded = parse_file_text(path.read_text(encoding="utf-8"), path)
         except UnicodeDecodeError as error:
             raise RequestValidationError("--config", f"{path} {not_utf8(error)}") from None
-        except (OSError, yaml.YAMLError) as error:
+        except (OSError, ValueError, yaml.YAMLError) as error:
             raise RequestValidationError("--config", f"cannot read {path}: {error}") from None
         if not isinstance(loaded, dict):
             raise RequestValidationError("--config", f"{path} must hold a mapping of config keys")

@@ -11,6 +11,7 @@ call or a judgement failed (never a made-up score). `assay ood --out` writes the
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -25,7 +26,7 @@ from assay.metrics.manifest import all_manifests
 from assay.metrics.ood import build_sut, parse_run_config, score_rows
 from assay.metrics.ood.config import OODMetricConfig
 from assay.metrics.ood.preflight import preflight
-from assay.metrics.ood.profile import not_utf8, profile_from_mapping
+from assay.metrics.ood.profile import not_utf8, parse_file_text, profile_from_mapping
 from assay.metrics.ood.rows import REQUIRED_COLUMNS
 from assay.metrics.ood.run_config import read_use_case
 from assay.metrics.ood.scorer import RowResult
@@ -64,7 +65,9 @@ def read_config_text(path: Path | None) -> str:
     except OSError as error:
         raise RequestValidationError("config", f"cannot read {path}: {error}") from None
     try:
-        data = yaml.safe_load(text)
+        data = parse_file_text(text, path)
+    except json.JSONDecodeError as error:
+        raise RequestValidationError("config", f"{path} is not valid JSON: {error}") from None
     except yaml.YAMLError:
         return text  # `MetricScorer.settings` reports it, naming the config
     if not isinstance(data, dict) or not isinstance(data.get("use_case"), str):

@@ -24,6 +24,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -179,7 +180,7 @@ def load_profile(path: Path) -> UseCaseProfile:
     except OSError as error:
         raise RequestValidationError(str(path), f"cannot read profile: {error.strerror}") from None
     try:
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+        data = parse_file_text(text, path)
     except (json.JSONDecodeError, yaml.YAMLError) as error:
         raise RequestValidationError(str(path), f"not valid YAML/JSON: {error}") from None
     if isinstance(data, dict) and isinstance(data.get("use_case"), dict):
@@ -187,6 +188,14 @@ def load_profile(path: Path) -> UseCaseProfile:
     if not isinstance(data, dict):
         raise RequestValidationError(str(path), "must hold a mapping of strings to strings")
     return profile_from_mapping(data, str(path))
+
+
+def parse_file_text(text: str, path: Path) -> Any:
+    """A profile or config file's data: strict JSON for a `.json` file (YAML would pass a
+    trailing comma), YAML otherwise. Raises json.JSONDecodeError or yaml.YAMLError."""
+    if path.suffix.lower() == ".json":
+        return json.loads(text)
+    return yaml.safe_load(text)
 
 
 def not_utf8(error: UnicodeDecodeError) -> str:

@@ -32,7 +32,12 @@ import httpx
 import yaml
 
 from assay.metrics.ood.config import OODMetricConfig, parse_config
-from assay.metrics.ood.profile import load_profile, not_utf8, profile_from_mapping
+from assay.metrics.ood.profile import (
+    load_profile,
+    not_utf8,
+    parse_file_text,
+    profile_from_mapping,
+)
 from assay.metrics.ood.sut import (
     HttpJsonSUT,
     OpenAIChatSUT,
@@ -158,10 +163,10 @@ def load_run_config(
     """
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = parse_file_text(path.read_text(encoding="utf-8"), path)
     except UnicodeDecodeError as error:
         raise RequestValidationError(str(path), not_utf8(error)) from None
-    except (OSError, yaml.YAMLError) as error:
+    except (OSError, ValueError, yaml.YAMLError) as error:
         raise RequestValidationError(str(path), f"cannot read config: {error}") from None
     config, options = parse_run_config(data, str(path), path.parent)
     return config, None if options is None else build_sut(options, config)
