@@ -129,6 +129,10 @@ def _negation_flip(a: _Tokens, b: _Tokens) -> bool:
     for x, y in ((a, b), (b, a)):
         for negator, predicate in x.negations():
             word = x.low[predicate]
+            if False in _polarities(x, word) or True in _polarities(y, word):
+                # One side says it both ways ("Service animals are welcome, but pets that are
+                # not service animals…"), or both negate it: no flip on this word.
+                continue
             for m, token in enumerate(y.low):
                 if token != word or _NEGATORS & set(y.low[max(0, m - SCOPE) : m]):
                     continue
@@ -139,6 +143,15 @@ def _negation_flip(a: _Tokens, b: _Tokens) -> bool:
                 if (before and before == y_before) or (after and after == y_after):
                     return True
     return False
+
+
+def _polarities(t: _Tokens, word: str) -> set[bool]:
+    """How `t` uses `word`: True for a use with a negation before it, False for a plain one."""
+    return {
+        bool(_NEGATORS & set(t.low[max(0, m - SCOPE) : m]))
+        for m, token in enumerate(t.low)
+        if token == word
+    }
 
 
 def may_conflict(a: str, b: str) -> bool:
@@ -169,6 +182,10 @@ def _pair_conflicts(a: str, b: str, similarity: float, known: frozenset[str]) ->
     return [Conflict(kind, similarity, a, b) for kind in sorted(kinds)]
 
 
+#: Words that join a copied statement to what comes before it.
+_JOINERS = frozenset("and but so also yes no however while whereas".split())
+
+
 def _in_order(short: tuple[str, ...], long: tuple[str, ...]) -> bool:
     """Whether every token of `short` appears in `long`, in the same order (gaps allowed)."""
     rest = iter(long)
@@ -179,7 +196,8 @@ def stated_sentences(
     statements: Sequence[str], sentences: Sequence[str], similarity: Matrix
 ) -> frozenset[str]:
     """Response sentences that a context statement states: all their words are the statement's,
-    in its order, with the same negations (a copy, or a shortened one). Such a sentence cannot
+    in its order, with the same negations (a copy, or a shortened one, perhaps after a joining
+    word such as "but"). Such a sentence cannot
     contradict the context; where it seems to, two statements of the context differ ("The Paris
     office opens early." / "The London office opens late.").
 
@@ -188,6 +206,8 @@ def stated_sentences(
     found = set()
     for j, sentence in enumerate(sentences):
         mine = _Tokens.of(sentence).low
+        while mine and mine[0] in _JOINERS:  # "but pets are not allowed" copies "Pets are not..."
+            mine = mine[1:]
         negations = _NEGATORS & set(mine)
         for i in np.argsort(-similarity[:, j])[:PER_SENTENCE]:
             theirs = _Tokens.of(statements[i]).low
@@ -234,9 +254,11 @@ def self_conflicts(
     similarity: Matrix,
     known: frozenset[str] = frozenset(),
     stated: frozenset[str] = frozenset(),
+    remarks: frozenset[str] = frozenset(),
 ) -> list[Conflict]:
     """Conflicts between two sentences of the response (identical repeats are not conflicts, nor
-    two sentences the context states: `stated_sentences`).
+    two sentences the context states: `stated_sentences`, nor a pair with a remark on what the
+    sources do not say: `text.source_remark`).
 
     similarity: sentences × sentences cosine similarities; known: `known_words` of the context.
     A number the context states is not a substitution ("returns within 30 days" and "refunds
@@ -250,6 +272,7 @@ def self_conflicts(
                 similarity[j, k] >= CANDIDATE
                 and sentences[j] != sentences[k]
                 and not {sentences[j], sentences[k]} <= stated
+                and not {sentences[j], sentences[k]} & remarks
             ):
                 found += _pair_conflicts(sentences[j], sentences[k], float(similarity[j, k]), known)
     return sorted(found, key=lambda c: -c.strength)

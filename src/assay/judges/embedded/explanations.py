@@ -332,6 +332,12 @@ def _accurate(ev: Evidence, ok: bool, pull: Pull) -> str:
             f"It stays with what the context supports: {grounded:.0%} of its sentences "
             "are grounded in it."
         )
+    invented = pull.get("unstated_number_share", 0.0)
+    if n["unstated_sentence"] and invented < 0 and invented == min(pull.values()):
+        return (
+            f"It states figures the context does not give ({n['unstated_numbers']}): "
+            f"{_quoted(n['unstated_sentence'], 1)}."
+        )
     added = n["ctx_offtopic_sentences"] or n["unsupported_sentences"]
     if added:
         return f"It adds content the context does not support: {_quoted(added, 1)}."

@@ -32,6 +32,8 @@ ALIGNED = 0.6
 OFFTOPIC = 0.3
 #: Joins several quoted sentences in a note (split again by the explanations).
 SEPARATOR = "\u241e"
+#: Context length (words) below which an answer's length counts relative to its context.
+NEEDED_WORDS = 100
 #: Context statements considered per item (long contexts keep their first statements).
 MAX_CONTEXT_STATEMENTS = 80
 #: Response sentences considered per item.
@@ -77,7 +79,7 @@ CHECK_FEATURES: dict[str, tuple[str, ...]] = {
         "+ctx_cover_share",
         "+aspect_cover_min",
         "+info_ratio",
-        "+informative_words_log",
+        "+length_for_context_log",
     ),
     "faithful_interpretation": (
         "-restated_contra_max",
@@ -121,6 +123,7 @@ CHECK_FEATURES: dict[str, tuple[str, ...]] = {
         "-ctx_conflict_opposite",
     ),
     "accurate_and_focused": (
+        "-unstated_number_share",
         "+entailed_support_mean",
         "+grounding_min",
         "-unsupported_log",
@@ -210,7 +213,18 @@ class Evidence:
             self.statements, self.sentences, v["statement_sentence"]
         )
         self.own_pairs = C.self_pairs(self.sentences, v["sentence_sentence"])
+        # A remark on what the documents do not say claims nothing that could contradict them.
+        remarks = self.remarks
+        if remarks:
+            self.context_pairs = [p for p in self.context_pairs if p[1] not in remarks]
+            self.own_pairs = [p for p in self.own_pairs if not set(p) & remarks]
         return self.context_pairs + self.own_pairs
+
+    @property
+    def remarks(self) -> frozenset[str]:
+        """The response sentences that say what the sources do not state, or whom to ask
+        (`T.source_remark`)."""
+        return frozenset(s for s in self.sentences if T.source_remark(s))
 
 
 def _mean_vector(vectors: Matrix, texts: Sequence[str]) -> Matrix:
@@ -316,6 +330,8 @@ def completeness_features(ev: Evidence) -> None:
     pair = v["statement_sentence"]
     coverage = pair.max(axis=1)
     support = pair.max(axis=0)
+    remarks = ev.remarks
+    is_remark = [s in remarks for s in ev.sentences]
     if ev.query:
         relevance = statements @ v["query"][0]
         weights = np.exp(relevance * 10.0)
@@ -358,15 +374,18 @@ def completeness_features(ev: Evidence) -> None:
     grounding = {
         sentence: len(stems & context_stems) / len(stems)
         for sentence, stems in zip(ev.sentences, sentence_stems, strict=True)
-        if stems
+        if stems and sentence not in remarks
     }
     # Per written sentence, how much of it loops on one phrase ("the the the").
     loops = [F.looped_share(s) for s in ev.written]
     most_looped = max(loops, default=0.0)
     known = A.known_words(" ".join(ev.context))
     stated = A.stated_sentences(ev.statements, ev.sentences, pair)
-    ctx_conflicts = A.context_conflicts(ev.statements, ev.sentences, pair, known, stated)
-    own_conflicts = A.self_conflicts(ev.sentences, self_sims, known, stated)
+    ctx_conflicts = A.context_conflicts(ev.statements, ev.sentences, pair, known, stated | remarks)
+    own_conflicts = A.self_conflicts(ev.sentences, self_sims, known, stated, remarks)
+    # A number the answer states that neither the context nor the query does: an invented figure.
+    given = T.numbers(" ".join(ev.context)) | T.numbers(ev.query or "")
+    unstated = [s for s in ev.sentences if s not in remarks and T.numbers(s) - given]
     closest = (
         {ev.sentences[j]: ev.statements[int(pair[:, j].argmax())] for j in range(len(ev.sentences))}
         if ev.statements
@@ -383,13 +402,20 @@ def completeness_features(ev: Evidence) -> None:
         ctx_cover_weighted=weighted,
         ctx_word_recall=float(np.mean(word_recall)) if word_recall else 0.0,
         grounding_min=min(grounding.values(), default=1.0),
+        unstated_number_share=len(unstated) / n,
         resp_support_mean=float(support.mean()),
-        unsupported_share=float((support < SUPPORTED).mean()),
+        # A remark on what the documents do not say adds no claim, so it is not unsupported.
+        unsupported_share=float(
+            np.mean([b < SUPPORTED and not r for b, r in zip(support, is_remark, strict=True)])
+        ),
         ctx_offtopic_share=float((on_topic < OFFTOPIC).mean()),
         aspect_cover_min=float(aspect_cover.min()),
         aspect_cover_mean=float(aspect_cover.mean()),
         q_resp=q_resp,
         informative_words_log=math.log1p(informative),
+        # An answer's length, counted against a context shorter than NEEDED_WORDS as if that
+        # context were NEEDED_WORDS long: a one-line context restated whole is not a short answer.
+        length_for_context_log=math.log1p(informative * max(1.0, NEEDED_WORDS / context_words)),
         info_ratio=math.log((informative + 1) / context_words),
         self_conflict=A.weight(own_conflicts),
         looped_share=most_looped,
@@ -411,7 +437,9 @@ def completeness_features(ev: Evidence) -> None:
     )
     missing = [ev.statements[i] for i in np.argsort(coverage) if coverage[i] < COVERED]
     restated = [ev.statements[i] for i in np.argsort(-coverage) if coverage[i] >= COVERED]
-    unsupported = [ev.sentences[j] for j in np.argsort(support) if support[j] < SUPPORTED]
+    unsupported = [
+        ev.sentences[j] for j in np.argsort(support) if support[j] < SUPPORTED and not is_remark[j]
+    ]
     ev.notes.update(
         covered=str(int((coverage >= COVERED).sum())),
         statements=str(len(ev.statements)),
@@ -423,6 +451,10 @@ def completeness_features(ev: Evidence) -> None:
         ),
         weakest_aspect=ev.aspects[int(aspect_cover.argmin())] if ev.aspects else "",
         least_grounded_sentence=min(grounding, key=grounding.__getitem__) if grounding else "",
+        unstated_sentence=unstated[0] if unstated else "",
+        unstated_numbers=", ".join(
+            sorted({x for s in unstated for x in T.numbers(s) - given}, key=len)[:3]
+        ),
         context_conflict=_describe(ctx_conflicts),
         self_conflict=_describe(own_conflicts),
         repeated_sentence=ev.sentences[min(repeated)] if repeated else "",

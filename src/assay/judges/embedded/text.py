@@ -199,6 +199,53 @@ def aside(text: str) -> bool:
     return _ASIDE.search(text) is not None
 
 
+_SOURCES = (
+    r"(?:documents?|docs|context|polic(?:y|ies)|sources?|passages?|texts?|materials?|manual|"
+    r"leaflet|guide|faq|article|page|information|terms|handbook|records?|sections?|details)"
+)
+_SOURCE_REMARK = re.compile(
+    # "The documents (I have) don't mention ...", "the policy doesn't say how many days ..."
+    rf"\b{_SOURCES}(?:\s+[\w']+){{0,3}}?\s+"
+    r"(?:do(?:es)?n[o']?t|do(?:es)? not|never|did not|didn't)\s+(?:\w+\s+)?"
+    r"(?:say|state|mention|specify|address|indicate|describe|tell|explain|detail)"
+    r"|\b(?:there is|there's|i (?:have|found)|with)\s+no\s+(?:information|mention|details?|data)\b"
+    r"|\b(?:is|are|was|were)\s*(?:n[o']t|not)\s+(?:mentioned|stated|specified|addressed)\b"
+    r"|\bi\s+(?:could not|couldn't|cannot|can't|can not|did not|didn't)\s+(?:find|confirm|tell)\b"
+    # Where to ask instead: "please contact billing", "HR can confirm", "ask at reception".
+    r"|^\W*(?:please\s+)?(?:contact|ask|check with|reach out to|call|email)\b"
+    r"|\b(?:can|could|should be able to|will be able to)\s+"
+    r"(?:confirm|advise|tell you (?:more|whether|if))\b",
+    re.I,
+)
+
+
+def source_remark(sentence: str) -> bool:
+    """Whether a sentence says what the sources do not state ("The policy doesn't say how many
+    days part-timers get") or whom to ask ("HR can confirm it"): a remark, not a claim that could
+    contradict the documents."""
+    return _SOURCE_REMARK.search(sentence) is not None
+
+
+_NUMBER = re.compile(r"(?<![\w.,])\d+(?:[.,]\d+)*(?![A-Za-z])")
+#: A capitalised word right before a number, not opening its sentence: "IBM 1401", "Windows 11".
+_NAMED = re.compile(r"(?<=[a-z0-9,;:)] )[A-Z][\w-]*\s$|^[A-Z]{2,}[\w-]*\s$")
+
+
+def numbers(text: str) -> set[str]:
+    """The figures a text states, thousands commas dropped ("1,200" and "1200" are one); not
+    ordinals ("9th") nor a number that is part of a name ("the IBM 1401")."""
+    out = set()
+    for match in _NUMBER.finditer(text):
+        before = text[max(0, match.start() - 40) : match.start()]
+        if _NAMED.search(before):
+            continue
+        value = match.group(0).rstrip(".,")
+        if re.fullmatch(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?", value):
+            value = value.replace(",", "")
+        out.add(value)
+    return out
+
+
 def explanation_markers(text: str) -> int:
     return len(_EXPLANATION_MARKERS.findall(text))
 
