@@ -34,6 +34,7 @@ SETS = {
     "changing the judge",
     "c": "set C: written apart after the changes, never read while changing the judge (held out)",
     "d": "set D: written apart like C, never read while changing the judge (held out)",
+    "e": "set E: written apart like C, never read while changing the judge (held out)",
 }
 #: The instructions each flaw names, by detector.
 TARGETS: dict[str, dict[str, tuple[str, ...]]] = {
