@@ -34,7 +34,8 @@ SETS = {
     "changing the judge",
     "c": "set C: written apart after the changes, never read while changing the judge (held out)",
     "d": "set D: written apart like C, never read while changing the judge (held out)",
-    "e": "set E: written apart like C, never read while changing the judge (held out)",
+    "e": "set E: written apart like C, scored for two changes tried after it and not kept",
+    "f": "set F: written apart after the last change, scored once (held out)",
 }
 #: The instructions each flaw names, by detector.
 TARGETS: dict[str, dict[str, tuple[str, ...]]] = {
