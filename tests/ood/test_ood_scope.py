@@ -4,6 +4,8 @@ rejections and soft refusals as refusals, and apologetic answers as answers."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 import pytest
 from chatbot import BANK_PROFILE, no_llm_env  # noqa: F401 - autouse fixture
@@ -11,7 +13,7 @@ from chatbot import BANK_PROFILE, no_llm_env  # noqa: F401 - autouse fixture
 from assay.judges.embedded.embedding_cache import shared_encoder
 from assay.judges.embedded.text import word_roots
 from assay.metrics.ood.bank import probe_bank
-from assay.metrics.ood.bank_probes import PROBE_MAX_IN_SCOPE, choose_probes
+from assay.metrics.ood.bank_probes import NEAR_SPREAD, PROBE_MAX_IN_SCOPE, choose_probes
 from assay.metrics.ood.capabilities import (
     CAPABILITY_FILE,
     _shipped_table,
@@ -184,6 +186,19 @@ def test_near_domain_probes_are_unlisted_capabilities_of_the_profiles_field() ->
     assert all(p.topic.split(":")[0] in fields for p in near)
     listed = {table.capabilities[i].name for i in scope_index(CARDS_ONLY).claimed}
     assert not any(p.topic.split(": ", 1)[1] in listed for p in near)
+
+
+def test_the_closest_unlisted_capabilities_take_turns_at_leading() -> None:
+    rows = [f"I lost my card number {n}, what now?" for n in range(12)]
+    near = Counter(
+        probe.topic
+        for row in rows
+        for probe in choose_probes(ProbeRequest(CARDS_ONLY, 3, anchor=row)).probes
+        if probe.kind == "near_domain"
+    )
+    # One near probe a row; the closest capability alone led all twelve before.
+    assert sum(near.values()) == len(rows)
+    assert len(near) == NEAR_SPREAD and max(near.values()) < len(rows) // 2 + 1
 
 
 def test_near_domain_probes_skip_a_field_a_stray_topic_put_in_play() -> None:
