@@ -197,9 +197,9 @@ def stated_sentences(
 ) -> frozenset[str]:
     """Response sentences that a context statement states: all their words are the statement's,
     in its order, with the same negations (a copy, or a shortened one, perhaps after a joining
-    word such as "but"). Such a sentence cannot
-    contradict the context; where it seems to, two statements of the context differ ("The Paris
-    office opens early." / "The London office opens late.").
+    word such as "but"). Such a sentence cannot contradict the context; where it seems to, two
+    statements of the context differ ("The Paris office opens early." / "The London office opens
+    late.").
 
     similarity: statements × sentences; the PER_SENTENCE closest statements are tried.
     """
