@@ -115,6 +115,31 @@ def test_rows_a_scorer_could_not_score_count_against_its_gate() -> None:
     assert figures["output_relevance"].mean == pytest.approx(0.8)  # the shown mean is unchanged
 
 
+def test_rows_without_a_scorers_inputs_count_against_its_gate() -> None:
+    # A run naming no detectors scores each row with those its fields allow: rows without a
+    # user_query get completeness alone, and the relevance gate must not pass on the rest.
+    from assay.report.collect import RunTally
+    from assay.runner.summary import RunSummary
+
+    def result(score: float) -> dict[str, Any]:
+        return {"score": score, "instructions_list": []}
+
+    lines = [
+        {"row": n, "completeness": result(1.0)}
+        | ({"output_relevance": result(1.0)} if n % 2 else {})
+        for n in range(1, 11)
+    ]
+    summary, tally = RunSummary(), RunTally()
+    for line in lines:
+        summary.add_line(line)
+        tally.add_line(line)
+    for figures in (summary.gate_figures(), tally.gate_figures()):
+        relevance = figures["output_relevance"]
+        assert (relevance.rows_scored, relevance.rows_unscored) == (5, 5)
+        assert check_fail_under(figures, {"output_relevance": 0.7})
+        assert check_fail_under(figures, {"completeness": 0.7}) == []
+
+
 def test_gating_a_name_the_run_never_scored_fails_and_says_what_it_has() -> None:
     messages = check_fail_under(
         {"output_relevance": scored(0.9), "completeness": scored(None, unscored=4)},

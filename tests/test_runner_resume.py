@@ -19,6 +19,7 @@ import pytest
 from assay.judges import Judge, Question, Verdict, register_judge
 from assay.runner import RunOptions, iter_output_lines, run_file
 from assay.runner.checkpoint import checkpoint_path_for
+from assay.runner.local import RunControl, finished_fingerprint, run_fingerprint
 from assay.runner.retry import retry_failed_async
 from assay.runner.rows import DetectorScorer
 from assay.schema import JudgeFailure, RequestValidationError
@@ -222,10 +223,22 @@ async def test_retry_failed_refuses_an_input_whose_rows_moved(tmp_path: Path) ->
     await refused("row 4 has another")
     write_jsonl(data, make_rows(8))  # another file altogether
     await refused("row")
+    moved = make_rows(6)
+    moved[4]["context"] = ["Guide 4: a different document altogether."]
+    write_jsonl(data, moved)  # the bad row fixed, but a scored row's documents changed
+    await refused("row 5 has another context")
     # Fixed in place, the retry goes ahead.
     write_jsonl(data, make_rows(6))
     summary, retried = await retry_failed_async(data, out, scorer, RunOptions())
     assert retried == 1 and summary.failures_by_kind == {}
+    # The output now holds the fixed input's run, as a fresh run of it would: the same command
+    # finds it complete, and the old, broken input is another run.
+    assert finished_fingerprint(out) == run_fingerprint(data, scorer, RunControl())
+    again = run_file(data, out, scorer=scorer, control=RunControl(keep_finished=True))
+    assert again.already_complete
+    write_jsonl(data, rows)
+    with pytest.raises(RequestValidationError):
+        run_file(data, out, scorer=scorer, control=RunControl(keep_finished=True))
 
 
 async def test_retry_failed_refuses_other_options_than_the_run_it_completes(

@@ -235,12 +235,11 @@ class RunTally:
         return sum(self.rejected.values())
 
     def gate_figures(self) -> dict[str, GateFigures]:
-        """What `--fail-under` checks per scorer (see `gates.GateFigures`)."""
+        """What `--fail-under` checks per scorer (see `gates.GateFigures`): every row it did
+        not score (its errors, rejected rows, rows without its inputs) is unscored."""
         return {
             name: GateFigures(
-                sum(v * n for v, n in s.scores.items()),
-                s.rows_scored,
-                s.rows_errored + self.rows_rejected,
+                sum(v * n for v, n in s.scores.items()), s.rows_scored, self.rows - s.rows_scored
             )
             for name, s in self.scorers.items()
         }

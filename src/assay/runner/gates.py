@@ -87,7 +87,8 @@ class GateFigures:
     """What a `--fail-under` gate needs to know about one scorer over a run.
 
     score_total / rows_scored: the sum and count of its scores.
-    rows_unscored: rows it could not score: its own errors and rows rejected before scoring.
+    rows_unscored: rows it could not score: its own errors, rows rejected before scoring, and
+        rows without its inputs.
     """
 
     score_total: float

@@ -20,9 +20,11 @@ from assay.runner.checkpoint import checkpoint_path_for
 from assay.runner.io import read_rows
 from assay.runner.local import (
     ProgressCallback,
+    RunControl,
     RunOptions,
     finished_fingerprint,
     prepare_run,
+    run_fingerprint,
     score_rows,
     settings_fingerprint,
     write_summary,
@@ -93,8 +95,11 @@ async def retry_failed_async(
 
         rescored = {line["row"]: line for line in await score_rows(rows, scorer, options, advance)}
         _replace_lines(output_path, rescored, scorer.score_names, carried, options)
-    # The output still holds the same run, now with fewer failures: keep its fingerprint.
-    run = finished_fingerprint(output_path)
+    # With rows retried, the output holds this input's run (its failed rows may have been
+    # fixed there), as a fresh run of it would: the same command then finds it complete, and
+    # the old input is another run. With none, it is the run it was.
+    run = run_fingerprint(input_path, scorer, RunControl()) if failed else None
+    run = run or finished_fingerprint(output_path)
     embedding = shared_cache().stats().since(cache_before)
     summary = write_summary(input_path, output_path, scorer.score_names, run, embedding, settings)
     summary.already_complete = not failed
@@ -134,9 +139,19 @@ def check_same_rows(
         if number in failed or not isinstance(fields, Mapping):
             continue
         for name in sources:  # texts only: other values may be normalised (NaN written as null)
-            given, kept = fields.get(sources[name]), line.get(name)
-            if isinstance(given, str) and isinstance(kept, str) and given != kept:
+            given, kept = _text(fields.get(sources[name])), _text(line.get(name))
+            if given is not None and kept is not None and given != kept:
                 refuse(f"row {number} has another {name}")
+
+
+def _text(value: Any) -> str | tuple[str, ...] | None:
+    """A text, or a list of texts (a context's documents), in a form to compare; None for
+    anything else."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+        return tuple(value)
+    return None
 
 
 def _replace_lines(

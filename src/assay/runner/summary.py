@@ -208,9 +208,10 @@ class RunSummary:
 
     def gate_figures(self) -> dict[str, GateFigures]:
         """What `--fail-under` checks per scorer: its scores, and the rows it could not score
-        (its own errors, and rows rejected before any scorer ran)."""
+        (its own errors, rows rejected before any scorer ran, and rows without its inputs,
+        which a run that names no detectors scores with the others alone)."""
         return {
-            name: GateFigures(d.score_total, d.rows_scored, d.rows_errored + self.rows_failed)
+            name: GateFigures(d.score_total, d.rows_scored, self.rows - d.rows_scored)
             for name, d in self.detectors.items()
         }
 
