@@ -255,6 +255,17 @@ def test_junit_has_a_case_per_row_and_per_gate_errored_on_errors(tmp_path: Path)
     assert not list(tmp_path.glob("ci/*.partial"))
 
 
+def test_a_repeated_id_names_its_row_so_ci_tools_keep_both_cases(tmp_path: Path) -> None:
+    lines = [
+        {"row": n, "id": row_id, "output_relevance": relevance(0.9, 0.9, 0.9, 0.9)}
+        for n, row_id in enumerate(["t-1", "t-6", "t-6", "t-2", "t-6"], start=1)
+    ]
+    path = tmp_path / "assay.xml"
+    write_junit(lines, path, {})
+    names = [case.get("name") for case in ET.parse(path).getroot().iter("testcase")]
+    assert names == ["t-1", "t-6", "t-6 (row 3)", "t-2", "t-6 (row 5)"]
+
+
 def test_allowed_errors_are_skipped_cases_not_errors(tmp_path: Path) -> None:
     path = tmp_path / "out.xml"
 

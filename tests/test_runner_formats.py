@@ -185,6 +185,25 @@ def test_column_map_reads_differently_named_columns(tmp_path: Path) -> None:
     assert (tmp_path / "mapped.jsonl").read_text() == plain.read_text()
 
 
+def test_a_bad_csv_row_keeps_its_id_and_carried_columns(tmp_path: Path) -> None:
+    data = tmp_path / "rows.csv"
+    data.write_text(
+        "id,team,user_query,generated_text,config\n"
+        'a,red,Returns?,Returns are accepted within 30 days.,"{not json}"\n'
+        "b,blue,Refunds?,Refunds take five days.,,extra cell\n"
+        "c,green,Shipping?,Shipping is free.,\n",
+        encoding="utf-8",
+    )
+    out = tmp_path / "out.jsonl"
+    run_file(data, out, detectors=["output_relevance"])
+    bad_config, extra_cell, good = iter_output_lines(out)
+    assert (bad_config["id"], bad_config["team"]) == ("a", "red")
+    assert bad_config["error"]["field"] == "config"
+    assert (extra_cell["id"], extra_cell["team"]) == ("b", "blue")
+    assert "more cells than the header" in extra_cell["error"]["message"]
+    assert "error" not in good
+
+
 def test_bad_column_map_names_the_option(tmp_path: Path) -> None:
     data = write_dataset(tmp_path / "rows.jsonl", ROWS)
     result = assay_run(str(data), "--map", "generated_text")

@@ -291,6 +291,29 @@ def test_a_row_past_its_timeout_is_an_error_and_the_run_goes_on(tmp_path: Path) 
     assert summary.failures_by_kind == {"timeout": 1}
 
 
+def test_a_timed_out_row_keeps_its_texts_and_carried_columns(tmp_path: Path) -> None:
+    rows = [{**row, "team": f"team {n}"} for n, row in enumerate(make_rows(4))]
+    rows[1]["answer"] = rows[1].pop("generated_text") + " It will stall the judge."
+    for row in rows:
+        row.setdefault("answer", row.pop("generated_text", ""))
+    data = write_jsonl(tmp_path / "rows.jsonl", rows)
+    register_judge("stalling", StallingJudge)
+    options = RunOptions(batch_size=1, row_timeout=0.3)
+    scorer = DetectorScorer(
+        ("output_relevance",), judge="stalling", column_map=(("generated_text", "answer"),)
+    )
+    for out in (tmp_path / "out.jsonl", tmp_path / "out.parquet"):
+        run_file(data, out, scorer=scorer, options=options)
+        lines = list(iter_output_lines(out))
+        timed_out, scored = lines[1], lines[0]
+        assert timed_out["error"]["kind"] == "timeout"
+        # Every key a scored row carries but its scores, with the row's own values.
+        assert set(scored) - {"output_relevance"} == set(timed_out) - {"error"}
+        assert timed_out["team"] == "team 1" and timed_out["generated_text"].endswith(
+            "stall the judge."
+        )
+
+
 def test_workers_do_not_change_results_or_order(tmp_path: Path) -> None:
     data = write_jsonl(tmp_path / "rows.jsonl", make_rows(40))
     one = run_file(data, tmp_path / "one.jsonl", options=RunOptions(batch_size=4, workers=1))

@@ -18,7 +18,7 @@ import os
 import re
 import tempfile
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -264,6 +264,18 @@ def gate_case(gate: GateCase, classname: str) -> ET.Element:
     return case
 
 
+def _unique_names(cases: Iterable[tuple[Mapping[str, Any], ET.Element]]) -> Iterator[ET.Element]:
+    """The row cases, a repeated id named with its row too ("t-006 (row 9)"): CI tools merge
+    cases of one name."""
+    seen: set[str] = set()
+    for line, case in cases:
+        name = case.get("name", "")
+        if name in seen:
+            case.set("name", f"{name} (row {line.get('row')})")
+        seen.add(name)
+        yield case
+
+
 def write_junit(
     lines: Iterable[Mapping[str, Any]],
     path: Path,
@@ -288,7 +300,9 @@ def write_junit(
     # Test cases go to a scratch file first: the suite's opening tag needs the totals, and
     # holding a large run's cases in memory would make memory grow with the output.
     with tempfile.TemporaryFile("w+", encoding="utf-8") as cases:
-        row_cases = (junit_case(line, thresholds, suite_name, allow_errors) for line in lines)
+        row_cases = _unique_names(
+            (line, junit_case(line, thresholds, suite_name, allow_errors)) for line in lines
+        )
         gate_cases = (gate_case(gate, f"{suite_name}.gates") for gate in gates)
         for case in itertools.chain(row_cases, gate_cases):
             counts.tests += 1

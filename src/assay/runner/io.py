@@ -154,11 +154,16 @@ def _read_csv(path: Path) -> Iterator[Row]:
 
 
 def _csv_fields(record: dict[str | Any, str | Any]) -> dict[str, Any] | Exception:
+    # A bad row still gives the cells that could be read, so its error line keeps its id and
+    # carried columns. The first problem found is the one reported.
+    problems: list[tuple[str, str]] = []
     if None in record:
-        return RequestValidationError("row", "has more cells than the header has columns")
+        problems.append(("row", "has more cells than the header has columns"))
     fields: dict[str, Any] = {}
     not_utf8 = None
     for name, cell in record.items():
+        if name is None:
+            continue  # the extra cells
         if not_utf8 is None and find_unencodable([name, cell]) is not None:
             not_utf8 = str(name)
         # CSV has no null: an empty (or absent) cell means the field is not given.
@@ -170,11 +175,13 @@ def _csv_fields(record: dict[str | Any, str | Any]) -> dict[str, Any] | Exceptio
             try:
                 fields[name] = json.loads(cell)
             except json.JSONDecodeError as error:
-                return RequestValidationError("config", f"is not valid JSON: {error.msg}")
+                problems.append(("config", f"is not valid JSON: {error.msg}"))
         else:
             fields[name] = cell
     if not_utf8 is not None:
-        return UnreadableRow(not_utf8, "is not valid UTF-8 text", fields)
+        problems.append((not_utf8, "is not valid UTF-8 text"))
+    if problems:
+        return UnreadableRow(*problems[0], fields)
     return fields
 
 

@@ -123,10 +123,19 @@ def apply_column_map(fields: dict[str, Any], column_map: Mapping[str, str]) -> d
 def error_line(
     row: int, fields: Mapping[str, Any] | None, kind: str, message: str
 ) -> dict[str, Any]:
-    """The output line of a row that has no scores, e.g. one that timed out."""
+    """The output line of a row that has no scores, e.g. one that timed out: its id, its texts
+    and the columns it carries through, as a scored row's line has them (fields: the row's, with
+    the run's column map applied)."""
     line: dict[str, Any] = {"row": row}
-    if fields is not None and "id" in fields:
-        line["id"] = fields["id"]
+    if fields is not None:
+        if "id" in fields:
+            line["id"] = fields["id"]
+        reserved = {*RESERVED_KEYS, *DETECTORS}
+        line.update(
+            (key, value)
+            for key, value in fields.items()
+            if key != "id" and (key in TEXT_FIELDS or key not in reserved)
+        )
     line["error"] = {"field": "row", "kind": kind, "message": message}
     return line
 
