@@ -362,9 +362,14 @@ def test_an_interrupted_run_says_so_and_resumes(tmp_path: Path, how: signal.Sign
     finally:
         process.kill()
     assert process.returncode == 130, stderr
-    assert re.search(r"interrupted after \d+ of 200 rows were scored", stderr), stderr
-    assert "run the same command again to resume" in stderr
+    said = " ".join(stderr.split())
+    kept = re.search(r"interrupted after \d+ of 200 rows were scored; (\d+) of them are kept", said)
+    assert kept, stderr
+    # What it says was kept is in the output, and the rerun starts after it.
+    written = int(kept.group(1))
+    assert 0 < written <= len(out.read_text().splitlines())
+    assert f"run the same command again to resume from row {written + 1}" in said
     rerun = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
     assert rerun.returncode == 0, rerun.stderr
-    assert "resuming from row" in rerun.stderr
+    assert f"resuming from row {written + 1}" in " ".join(rerun.stderr.split())
     assert [line["row"] for line in iter_output_lines(out)] == list(range(1, 201))

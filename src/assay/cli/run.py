@@ -51,6 +51,7 @@ from assay.cli.publishing import PUBLISH_OPTIONS, ClientPublisher, build_publish
 from assay.cli.scorers import manifest_stream_batch_size, run_scorer
 from assay.cli.summaries import print_published, print_run_summary
 from assay.runner import gates
+from assay.runner.checkpoint import checkpoint_path_for, read_checkpoint
 from assay.runner.io import count_rows
 from assay.runner.local import (
     DEFAULT_BATCH_SIZE,
@@ -397,10 +398,24 @@ def _score(
         with _terminate_as_interrupt(), contextlib.suppress(KeyboardInterrupt):
             return run_sync(scored())
     # Interrupted; said once the progress bar has stopped, so the line is not drawn over.
-    raise fail(
-        f"interrupted after {done:,} of {total:,} rows were scored; {output} keeps what was "
-        "written: run the same command again to resume",
-        EXIT_INTERRUPTED,
+    raise fail(_interrupted(output, done, total, retry_failed), EXIT_INTERRUPTED)
+
+
+def _interrupted(output: Path, done: int, total: int, retry_failed: bool) -> str:
+    """What an interrupted run left, from its checkpoint: rows scored may be more than rows
+    written (a batch in flight), and a Parquet run writes its parts beside the output."""
+    if retry_failed:
+        return (
+            f"interrupted after {done:,} of {total:,} failed rows were scored again; {output} "
+            "is as it was before the retry: run the same command again to retry them"
+        )
+    checkpoint = read_checkpoint(checkpoint_path_for(output))
+    written = checkpoint.rows_done if checkpoint is not None else 0
+    parts = output.with_name(f"{output.name}.parts")
+    where = parts if parts.is_dir() else output
+    return (
+        f"interrupted after {done:,} of {total:,} rows were scored; {written:,} of them are "
+        f"kept in {where}: run the same command again to resume from row {written + 1:,}"
     )
 
 
