@@ -17,15 +17,24 @@ from assay.judges.embedded import crosscheck as C
 from assay.judges.embedded.agreement import may_conflict
 from assay.judges.embedded.agreement_model import (
     LABELS,
+    MAX_TOKENS,
     MODEL_FILE,
     RESIDUALS_FILE,
     WEIGHTS_SHA256,
     AgreementModel,
+    leading,
     load_agreement_model,
     rebuild_weights,
 )
 from assay.judges.embedded.calibration import load_calibration, parse
-from assay.judges.embedded.encoder import Kind, Matrix, ModelFileError, load_encoder, verified
+from assay.judges.embedded.encoder import (
+    Kind,
+    Matrix,
+    ModelFileError,
+    load_encoder,
+    load_tokenizer,
+    verified,
+)
 from assay.judges.embedded.explanations import explain
 from assay.judges.embedded.form import looped_share
 from assay.judges.embedded.judge import EmbeddedJudge, gather
@@ -340,6 +349,25 @@ def test_looped_share_counts_words_in_a_phrase_said_three_times_running(
     sentence: str, share: float
 ) -> None:
     assert looped_share(sentence) == pytest.approx(share)
+
+
+def test_long_pairs_are_cut_before_tokenizing_without_changing_the_input() -> None:
+    # Two long texts without a sentence break: the tokenizer built every overflowing window of
+    # the pair (8 GB for two 100,000-character texts). The cut keeps every token the model reads.
+    tokenizer = load_tokenizer(MAX_TOKENS)
+    statement = "returns are accepted within thirty days " * 700
+    sentence = "items can be returned for a refund " * 700
+    whole = tokenizer.encode(statement, sentence)
+    cut = tokenizer.encode(leading(statement), leading(sentence))
+    assert cut.ids == whole.ids and len(cut.ids) == MAX_TOKENS
+    assert len(cut.overflowing) < len(whole.overflowing) / 100
+    assert (
+        leading("A short sentence.\nIt stays as written.")
+        == "A short sentence.\nIt stays as written."
+    )
+    model = load_agreement_model()
+    long_pair = model.predict([(statement, sentence)])
+    assert np.array_equal(long_pair, model.predict([(leading(statement), leading(sentence))]))
 
 
 def test_agreement_model_file_must_match_its_pinned_sha256(tmp_path: Path) -> None:
