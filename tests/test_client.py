@@ -623,6 +623,21 @@ def test_unreachable_server_is_a_connection_error() -> None:
     assert caught.value.status_code is None
 
 
+@pytest.mark.parametrize("bad", ["url", "header"])
+def test_a_request_that_cannot_be_sent_is_not_retried(
+    bad: str, stub_server: StubServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    if bad == "url":
+        client = Client(base_url=stub_server.url.replace("http://", "ftp://"), max_retries=3)
+    else:
+        client = Client(base_url=stub_server.url, auth_header="Bearer\nkey", max_retries=3)
+    with caplog.at_level(logging.WARNING), pytest.raises(APIConnectionError) as caught:
+        client.inference.detect(body=[relevance_item()])
+    assert "could not send the request" in str(caught.value)
+    assert caught.value.__cause__ is not None
+    assert not [r for r in caplog.records if "retry" in r.getMessage()]
+
+
 def test_slow_server_is_a_timeout_error(stub_server: StubServer) -> None:
     release = threading.Event()
     stub_server.reply(CannedResponse(200, CANNED, hold=release))
@@ -690,3 +705,14 @@ def test_the_key_in_assay_api_key_is_sent_unless_an_auth_header_is_given(
     assert Client(auth_header="Basic abc")._headers()["Authorization"] == "Basic abc"
     monkeypatch.setenv("ASSAY_API_KEY", "")
     assert "Authorization" not in Client()._headers()
+
+
+def test_unknown_judge_in_process_is_a_value_error_naming_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The module-level detect() and $ASSAY_JUDGE raised a bare KeyError here.
+    with pytest.raises(ValueError, match="unknown judge 'bogus'; known judges: "):
+        assay.detect("Paris.", user_query="Capital of France?", judge="bogus")
+    monkeypatch.setenv("ASSAY_JUDGE", "bogus")
+    with Client() as client, pytest.raises(ValueError, match="unknown judge 'bogus'"):
+        client.inference.detect(body=[relevance_item()])

@@ -10,13 +10,31 @@ from typing import Any
 
 import pytest
 
-from assay import AsyncClient, Client, DetectResponse, DetectResponseItem, Job, NotFoundError
+from assay import (
+    AsyncClient,
+    Client,
+    DetectResponse,
+    DetectResponseItem,
+    Job,
+    NotFoundError,
+    RequestValidationError,
+)
 from assay.runner import run_file
 from conftest import OverlapJudge, assert_relevance_contract
 from published_instructions import OUTPUT_RELEVANCE
 from test_client import relevance_item
 
 ASYNC_ITEM = relevance_item(async_mode=True, application_name="app", model_name="model")
+
+
+@pytest.mark.parametrize("flag", ["async_mode", "publish"])
+def test_in_process_async_or_published_item_needs_names_as_on_a_server(flag: str) -> None:
+    # A server answers 422 here; the in-process client took an unnamed async item as a job.
+    item = relevance_item(**{flag: True}, model_name="model")
+    with Client() as client, pytest.raises(RequestValidationError) as caught:
+        client.inference.detect(body=[item])
+    assert caught.value.field == "[0].application_name"
+    assert f"required when {flag} is true" in str(caught.value)
 
 
 def test_in_process_async_items_become_jobs_that_retrieve_and_wait_return(

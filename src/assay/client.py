@@ -234,7 +234,7 @@ class _ClientBase:
             try:
                 response = await http.request(method, url, json=payload, headers=headers)
             except httpx.TransportError as failure:
-                raise transport_error(failure) from None
+                raise transport_error(failure) from failure
             if not response.is_success:
                 raise status_error(response)
             # JSON, else the text: each caller checks the shape it expects and says so.
@@ -244,7 +244,8 @@ class _ClientBase:
         try:
             return await retry(attempt, policy, classify, what=f"{method} {url}")
         except GaveUp as gave_up:
-            raise gave_up.error from None
+            # Keep the error's own cause (the httpx failure), not the retry loop's.
+            raise gave_up.error from gave_up.error.__cause__
 
     async def _detect_remote(self, items: list[Any]) -> DetectResponse:
         return _response_items(await self._request("POST", DETECT_PATH, _wire_items(items)))

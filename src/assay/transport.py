@@ -147,6 +147,10 @@ def status_error(response: httpx.Response) -> APIError:
 def transport_error(error: httpx.TransportError) -> APIError:
     if isinstance(error, httpx.TimeoutException):
         failure: APIError = APITimeoutError(f"request timed out: {error}")
+    elif isinstance(error, httpx.LocalProtocolError | httpx.UnsupportedProtocol):
+        failure = APIConnectionError(
+            f"could not send the request (check base_url and auth_header): {error}"
+        )
     else:
         failure = APIConnectionError(f"could not reach the server: {error}")
     failure.__cause__ = error

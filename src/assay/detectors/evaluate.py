@@ -154,11 +154,13 @@ def parse_item(raw: Any, index: int | None = None) -> DetectRequestItem:
                 field_location(index, ["config", name, "judge"]),
                 f"unknown judge {judge_name!r}; known judges: {', '.join(judge_names())}",
             )
-    if item.publish and (not item.application_name or not item.model_name):
-        missing = "application_name" if not item.application_name else "model_name"
-        raise RequestValidationError(
-            field_location(index, [missing]), "required when publish is true"
-        )
+    # Both are stored under the application's name, in process as on a server.
+    for flag in ("publish", "async_mode"):
+        if getattr(item, flag) and (not item.application_name or not item.model_name):
+            missing = "application_name" if not item.application_name else "model_name"
+            raise RequestValidationError(
+                field_location(index, [missing]), f"required when {flag} is true"
+            )
     return item
 
 

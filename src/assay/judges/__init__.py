@@ -51,7 +51,8 @@ def get_judge(name: str = "embedded") -> Judge:
         if name not in _instances:
             if name not in _factories:
                 known = ", ".join(sorted(_factories))
-                raise KeyError(f"unknown judge {name!r}; known judges: {known}")
+                # ValueError, as `Client(judge=...)` raises for the same mistake.
+                raise ValueError(f"unknown judge {name!r}; known judges: {known}")
             _instances[name] = _factories[name]()
         return _instances[name]
 

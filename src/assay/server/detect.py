@@ -110,9 +110,6 @@ async def _detect(request: Request) -> list[dict[str, Any]]:
     except RequestValidationError as error:
         raise ServerError(422, f"{error.field}: {error.message}") from None
     for index, item in enumerate(items):
-        if item.async_mode and not (item.application_name and item.model_name):
-            missing = "application_name" if not item.application_name else "model_name"
-            raise ServerError(422, f"[{index}].{missing}: required when async_mode is true")
         if (item.publish or item.async_mode) and not access.allows(item.application_name):
             raise ServerError(
                 404,
