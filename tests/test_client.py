@@ -716,3 +716,43 @@ def test_unknown_judge_in_process_is_a_value_error_naming_it(
     monkeypatch.setenv("ASSAY_JUDGE", "bogus")
     with Client() as client, pytest.raises(ValueError, match="unknown judge 'bogus'"):
         client.inference.detect(body=[relevance_item()])
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "words"),
+    [
+        ({"generated_text": b"abc"}, "[0].generated_text", "got bytes"),
+        ({"context": {"a"}}, "[0].context", "got set"),
+        ({"tool_trace": [float("nan")]}, "[0].tool_trace[0]", "nan, which JSON cannot carry"),
+    ],
+)
+def test_remote_items_json_cannot_carry_are_refused_naming_the_field(
+    stub_server: StubServer, change: dict[str, Any], field: str, words: str
+) -> None:
+    # httpx failed on these with a bare TypeError or ValueError before anything was sent.
+    client = Client(base_url=stub_server.url, max_retries=0)
+    with pytest.raises(RequestValidationError) as caught:
+        client.inference.detect(body=[{**relevance_item(), **change}])
+    assert caught.value.field == field
+    assert words in str(caught.value)
+    assert stub_server.requests == []
+
+
+def test_remote_async_client_serves_a_second_event_loop(stub_server: StubServer) -> None:
+    # Its connection pool belonged to the first loop: the second asyncio.run failed with
+    # "Event loop is closed".
+    stub_server.reply(CannedResponse(200, CANNED))
+    client = AsyncClient(base_url=stub_server.url, max_retries=0)
+    for _ in range(2):
+        [item] = asyncio.run(client.inference.detect(body=[relevance_item()]))
+        assert item.output_relevance is not None
+    asyncio.run(client.aclose())
+    assert len(stub_server.requests) == 2
+
+
+@pytest.mark.parametrize("job_id", [None, "", 7])
+def test_retrieving_a_job_without_an_id_says_so(job_id: Any, stub_server: StubServer) -> None:
+    for client in (Client(), Client(base_url=stub_server.url, max_retries=0)):
+        with pytest.raises(ValueError, match="job_id must be the job_id text"):
+            client.jobs.retrieve(job_id)
+    assert stub_server.requests == []

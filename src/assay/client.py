@@ -104,14 +104,16 @@ def _body_items(body: DetectBody) -> list[Any]:
 
 def _wire_items(items: list[Any]) -> list[Any]:
     """The items as sent to a server. Text that cannot be encoded as UTF-8 (a lone surrogate)
-    is refused here, naming its field, as the server and the in-process path would."""
+    is refused here, naming its field, as the server and the in-process path would; so is a
+    value JSON cannot carry (bytes, a set, NaN), which httpx would fail on with a bare
+    TypeError or ValueError."""
     wire = [
         item.model_dump(mode="json", exclude_none=True)
         if isinstance(item, DetectRequestItem)
         else item
         for item in items
     ]
-    check_encodable(wire)
+    check_encodable(wire, json_only=True)
     return wire
 
 
@@ -164,6 +166,7 @@ class _ClientBase:
         self._warned_about_publish = False
         # Created on first remote call, in the event loop that makes it.
         self._http: httpx.AsyncClient | None = None
+        self._http_loop: asyncio.AbstractEventLoop | None = None
         # In-process jobs: async_mode items scored at once, kept for `jobs.retrieve`.
         self._jobs: dict[str, Job] = {}
 
@@ -221,8 +224,12 @@ class _ClientBase:
         return {"message": ACCEPTED_MESSAGE, "status": 200, "job_id": job_id}
 
     def _http_client(self) -> httpx.AsyncClient:
-        if self._http is None:
+        # Connections belong to the event loop that opened them: used from another loop (a
+        # second asyncio.run), the client opens a fresh pool; the old loop's is left behind.
+        loop = asyncio.get_running_loop()
+        if self._http is None or self._http_loop is not loop:
             self._http = httpx.AsyncClient(timeout=httpx.Timeout(self.timeout))
+            self._http_loop = loop
         return self._http
 
     async def _request(self, method: str, path: str, payload: Any = None) -> Any:
@@ -251,6 +258,10 @@ class _ClientBase:
         return _response_items(await self._request("POST", DETECT_PATH, _wire_items(items)))
 
     async def _retrieve_job(self, job_id: str) -> Job:
+        if not isinstance(job_id, str) or not job_id:
+            raise ValueError(
+                f"job_id must be the job_id text a detect call returned, got {job_id!r}"
+            )
         if self.in_process:
             job = self._jobs.get(job_id)
             if job is None:
@@ -297,9 +308,9 @@ class _ClientBase:
         return body
 
     async def _close_http(self) -> None:
-        if self._http is not None:
+        if self._http is not None and self._http_loop is asyncio.get_running_loop():
             await self._http.aclose()
-            self._http = None
+        self._http = self._http_loop = None
 
 
 class Client(_ClientBase):

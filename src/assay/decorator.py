@@ -117,8 +117,7 @@ class Detect:
             "judge": judge,
         }
         self._client = Client(**self._client_args)
-        # In-process an AsyncClient holds no loop-bound state, so one can be shared.
-        self._local_async_client = AsyncClient(**self._client_args)
+        self._async_client = AsyncClient(**self._client_args)
 
     def request_item(self, returned: Sequence[Any]) -> dict[str, Any]:
         """The request item built from a decorated function's return values."""
@@ -138,11 +137,8 @@ class Detect:
         return item
 
     async def _detect_async(self, item: dict[str, Any]) -> list[DetectResponseItem]:
-        if self._local_async_client.in_process:
-            return await self._local_async_client.inference.detect(body=[item])
-        # A remote AsyncClient's connections belong to one event loop; callers may use several.
-        async with AsyncClient(**self._client_args) as client:
-            return await client.inference.detect(body=[item])
+        # One AsyncClient serves every event loop (it opens a connection pool per loop).
+        return await self._async_client.inference.detect(body=[item])
 
     @overload
     def __call__(

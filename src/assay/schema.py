@@ -6,6 +6,7 @@ snippets work against Assay unchanged. Nothing here imports any other Assay modu
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any, Literal
 
@@ -48,12 +49,17 @@ def check_name(value: str, pattern: str, rule: str) -> str:
     return value
 
 
-def find_unencodable(value: Any) -> tuple[tuple[int | str, ...], str] | None:
+def find_unencodable(
+    value: Any, json_only: bool = False
+) -> tuple[tuple[int | str, ...], str] | None:
     """The location and description of the first string in `value` (nested dicts and lists,
     keys included) that cannot be encoded as UTF-8, i.e. holds a lone surrogate; None if none.
 
     JSON can carry such text as an escape (`"\\ud800"`); it validates as a `str` but breaks
     every encoder (tokenizer, SQLite, HTTP body) it later reaches.
+
+    json_only: also report the first value JSON cannot carry (bytes, a set, NaN, a non-text
+    key), for a body about to be sent over HTTP.
     """
     stack: list[tuple[tuple[int | str, ...], Any]] = [((), value)]
     while stack:
@@ -66,10 +72,25 @@ def find_unencodable(value: Any) -> tuple[tuple[int | str, ...], str] | None:
             for key in node:
                 if isinstance(key, str) and (problem := _unencodable(key)) is not None:
                     return path, f"a key {problem}"
+                if json_only and not isinstance(key, str):
+                    return path, f"has a key that is not text ({type(key).__name__} {key!r})"
             stack.extend(((*path, key), child) for key, child in reversed(list(node.items())))
         elif isinstance(node, list | tuple):
             stack.extend(((*path, i), child) for i, child in reversed(list(enumerate(node))))
+        elif json_only and (problem := _not_json(node)) is not None:
+            return path, problem
     return None
+
+
+def _not_json(value: Any) -> str | None:
+    """Why JSON cannot carry `value` (not text, a list or an object), or None."""
+    if value is None or isinstance(value, bool | int):
+        return None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"is {value}, which JSON cannot carry"
+    return (
+        f"must be text, a number, true/false, null, a list or an object, got {type(value).__name__}"
+    )
 
 
 def _unencodable(text: str) -> str | None:

@@ -63,14 +63,15 @@ def _quoted(name: str) -> str:
     return name.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def check_encodable(value: Any, index: int | None = None) -> None:
+def check_encodable(value: Any, index: int | None = None, json_only: bool = False) -> None:
     """Raise RequestValidationError naming the first string (or key) in `value` that cannot be
     encoded as UTF-8 (a lone surrogate): such text passes type checks but breaks the tokenizer,
     the database and HTTP bodies, so it is refused up front.
 
     index: the item's position, for the message; None when `value` is a whole body.
+    json_only: also refuse what JSON cannot carry (see `find_unencodable`).
     """
-    found = find_unencodable(value)
+    found = find_unencodable(value, json_only)
     if found is not None:
         path, problem = found
         raise RequestValidationError(field_location(index, path) or "body", problem)
