@@ -309,6 +309,37 @@ def test_run_refuses_options_that_cannot_work(
     assert not (tmp_path / "rows.scored.jsonl").exists()
 
 
+def test_run_warns_of_columns_the_output_cannot_carry(tmp_path: Path) -> None:
+    data = tmp_path / "rows.jsonl"
+    row = {"user_query": QUERY, "generated_text": RESPONSE, "row": "mine", "output_relevance": 1}
+    data.write_text(json.dumps(row) + "\n")
+    result = runner.invoke(app, ["run", str(data)])
+    assert result.exit_code == 0, result.output
+    assert (
+        "warning: rows.jsonl's columns 'row', 'output_relevance' are not carried to the output"
+        in result.stderr
+    )
+    # A column --map reads as a field is not dropped.
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text(json.dumps({"user_query": QUERY, "row": RESPONSE, "usage": 3}) + "\n")
+    mapped = runner.invoke(app, ["run", str(answers), "--map", "generated_text=row"])
+    assert mapped.exit_code == 0, mapped.output
+    assert "answers.jsonl's column 'usage' is not carried" in mapped.stderr
+
+
+@pytest.mark.parametrize("target", ["rows.jsonl", "rows.scored.jsonl"])
+def test_run_junit_must_not_overwrite_the_input_or_the_output(tmp_path: Path, target: str) -> None:
+    # It wrote JUnit XML over the input (or over the scored results) and exited 0.
+    data = tmp_path / "rows.jsonl"
+    data.write_text(json.dumps({"user_query": QUERY, "generated_text": RESPONSE}) + "\n")
+    before = data.read_text()
+    result = runner.invoke(app, ["run", str(data), "--junit", str(tmp_path / target)])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("error: --junit: must not be"), result.stderr
+    assert data.read_text() == before
+    assert not (tmp_path / "rows.scored.jsonl").exists()
+
+
 @pytest.mark.parametrize("flags", [[], ["--no-cache"]])
 def test_a_bad_llm_variable_stops_a_run_before_any_row_naming_it(
     tmp_path: Path, flags: list[str]

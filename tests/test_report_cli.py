@@ -240,6 +240,28 @@ def test_a_missing_or_unreadable_output_is_a_clear_error(tmp_path: Path) -> None
     assert not (tmp_path / "broken.report.html").exists()
 
 
+@pytest.mark.parametrize(
+    ("second", "message"),
+    [
+        ("[1, 2]", "line 2 of {} is a list, not a JSON object; is it an assay output file?"),
+        ('"x"', "line 2 of {} is text, not a JSON object; is it an assay output file?"),
+        (
+            '{"row": 2, "output_relevance": {"score": 1.5, "instructions_list": 5}}',
+            "line 2 of {}: output_relevance.instructions_list is not a list of objects",
+        ),
+    ],
+)
+def test_an_output_line_of_the_wrong_shape_is_named(
+    tmp_path: Path, second: str, message: str
+) -> None:
+    # These printed Python internals ("'list' object has no attribute 'get'") and exited 1.
+    odd = tmp_path / "odd.jsonl"
+    odd.write_text('{"row": 1}\n' + second + "\n", encoding="utf-8")
+    done = assay("report", str(odd))
+    assert done.returncode == 2
+    assert done.stderr.strip() == f"error: OUTPUT: {message.format(odd)}", done.stderr
+
+
 def test_a_non_utf8_or_unfinished_output_is_refused_naming_it(tmp_path: Path, scored: Path) -> None:
     latin = tmp_path / "latin.jsonl"
     latin.write_bytes(scored.read_bytes() + '{"row": 99, "note": "café"}\n'.encode("latin-1"))

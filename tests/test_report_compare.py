@@ -225,3 +225,41 @@ def test_the_page_shows_the_comparison_and_each_listed_rows_text_in_a_browser(
             page.screenshot(path=str(tmp_path / "compare.png"), full_page=True)
         finally:
             browser.close()
+
+
+def test_fail_on_regression_fails_when_no_rows_pair_up(tmp_path: Path) -> None:
+    # Comparing against the wrong baseline evaluated no gate, and the job passed.
+    baseline, candidate = tmp_path / "base.jsonl", tmp_path / "new.jsonl"
+    baseline.write_text("".join(json.dumps(line(n, 1.0, f"a{n}")) + "\n" for n in (1, 2)))
+    candidate.write_text("".join(json.dumps(line(n, 0.5, f"b{n}")) + "\n" for n in (1, 2)))
+    junit = tmp_path / "junit.xml"
+
+    done = assay(
+        "report", str(baseline), str(candidate), "--fail-on-regression", "--junit", str(junit),
+        "--html", str(tmp_path / "r.html"),
+    )  # fmt: skip
+
+    assert done.returncode == 1, done.stderr
+    assert "error: no rows pair up between" in done.stderr
+    assert "2 only in the baseline, 2 only in the output" in done.stderr
+    assert "rows paired by id (none)" in done.stdout
+    [gate] = [c for c in ET.parse(junit).getroot() if c.get("name") == "--fail-on-regression"]
+    assert gate.find("failure") is not None
+
+
+@pytest.mark.parametrize("target", ["output", "baseline", "html"])
+def test_report_files_must_not_overwrite_the_runs_it_reads(tmp_path: Path, target: str) -> None:
+    baseline, candidate = tmp_path / "base.jsonl", tmp_path / "new.jsonl"
+    for path in (baseline, candidate):
+        path.write_text(json.dumps(line(1, 1.0, "a1")) + "\n")
+    html = tmp_path / "r.html"
+    junit = {"output": candidate, "baseline": baseline, "html": html}[target]
+    kept = {p: p.read_text() for p in (baseline, candidate)}
+
+    done = assay(
+        "report", str(baseline), str(candidate), "--html", str(html), "--junit", str(junit)
+    )
+
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: --junit: must not be")
+    assert {p: p.read_text() for p in kept} == kept

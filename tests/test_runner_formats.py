@@ -204,6 +204,28 @@ def test_a_bad_csv_row_keeps_its_id_and_carried_columns(tmp_path: Path) -> None:
     assert "error" not in good
 
 
+def test_a_csv_header_naming_a_column_twice_stops_the_run(tmp_path: Path) -> None:
+    # The reader kept the second answer and dropped the first in silence.
+    data = tmp_path / "rows.csv"
+    data.write_text("id,user_query,generated_text,generated_text\n1,Q?,a1,a2\n", encoding="utf-8")
+    result = assay_run(str(data), "--out", str(tmp_path / "out.jsonl"))
+    assert result.returncode == 2
+    assert "the header names 'generated_text' more than once" in result.stderr
+    assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_a_jsonl_row_naming_a_key_twice_is_refused_and_the_rest_scored(tmp_path: Path) -> None:
+    data = tmp_path / "rows.jsonl"
+    twice = '{"id": "k", "user_query": "Q?", "generated_text": "one", "generated_text": "two"}'
+    data.write_text(twice + "\n" + json.dumps(ROWS[0]) + "\n", encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    run_file(data, out, detectors=["output_relevance"])
+    refused, scored = iter_output_lines(out)
+    assert refused["id"] == "k"
+    assert refused["error"]["message"] == "line 1: the key 'generated_text' appears more than once"
+    assert "error" not in scored
+
+
 def test_bad_column_map_names_the_option(tmp_path: Path) -> None:
     data = write_dataset(tmp_path / "rows.jsonl", ROWS)
     result = assay_run(str(data), "--map", "generated_text")

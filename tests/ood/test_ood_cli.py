@@ -119,6 +119,8 @@ def test_ood_over_the_http_kind_sees_an_over_refusing_bot(
         (["--out", "/dev/null/x.jsonl"], "--out: cannot write /dev/null/x.jsonl: /dev/null is"),
         # A folder that exists but takes no files (even for root) is found before the run too.
         (["--out", "/proc/x.jsonl"], "--out: cannot write /proc/x.jsonl"),
+        # Results never overwrite the profile they were made from.
+        (["--junit", "profile.yaml"], "--junit: must not be the --use-case file"),
         (["--config", "cfg-latin1.yaml"], "is not UTF-8 text (byte 0xe9 at offset 16)"),
         # NaN passes a plain range check (it compares false): the gates refuse it by name.
         (["--fail-under", "nan"], "'--fail-under': must be a finite number, got nan"),
@@ -133,7 +135,8 @@ def test_ood_bad_options_fail_in_one_line(
 ) -> None:
     latin1 = profile_file.with_name("cfg-latin1.yaml")
     latin1.write_bytes(b"metric_name: caf\xe9\n")
-    extra = [str(latin1) if arg == latin1.name else arg for arg in extra]
+    named = {latin1.name: latin1, profile_file.name: profile_file}
+    extra = [str(named[arg]) if arg in named else arg for arg in extra]
     done = assay("ood", "--use-case", str(profile_file), "--sut-url", "http://127.0.0.1:9", *extra)
     assert done.returncode == 2
     assert done.stderr.strip() == f"error: {expected}" or expected in done.stderr

@@ -60,7 +60,7 @@ from assay.runner.ood_gates import (
     tally_figures,
     write_ood_junit,
 )
-from assay.runner.output import check_output_path, check_writable
+from assay.runner.output import check_not_overwriting, check_output_path, check_writable
 from assay.runner.writers import writer_for
 from assay.schema import RequestValidationError
 
@@ -214,9 +214,11 @@ def ood_command(
     """
     with reported_errors(_SUT_OPTIONS, bad_input=(KeyError, ValueError)):
         if out is not None:
-            check_output_path(out)
+            check_output_path(out)  # its types (.jsonl, .parquet) are never a profile's
         if junit is not None:
             check_writable(junit, "junit")
+            kept = {"the --use-case file": use_case, "the --config file": config, "--out": out}
+            check_not_overwriting(junit, "junit", kept)
         profile = load_profile(use_case)
         settings = _config(config, num_ood_queries, profile)
         # The gate reads the score users see, so it lives on that score's scale.

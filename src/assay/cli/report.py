@@ -25,7 +25,7 @@ from assay.metrics.ood import METRIC_NAME as OOD_METRIC
 from assay.runner import gates
 from assay.runner.checkpoint import checkpoint_path_for
 from assay.runner.ood_gates import mean_gate_caveat, ood_gates, tally_figures
-from assay.runner.output import check_writable, iter_output_lines
+from assay.runner.output import check_not_overwriting, check_writable, iter_output_lines
 from assay.schema import RequestValidationError
 
 if TYPE_CHECKING:
@@ -164,9 +164,12 @@ def report_command(
                     f"{run} is an unfinished run (its checkpoint is beside it); rerun the same "
                     "`assay run` command to finish it, then report",
                 )
+        kept = {"the output reported on": output, "the baseline": base}
         for path, field in ((html, "html"), (junit, "junit")):
             if path is not None:
                 check_writable(path, field)
+                check_not_overwriting(path, field, kept)
+                kept[f"--{field}"] = path
         if fail_on_regression and base is None:
             raise RequestValidationError("fail_on_regression", "needs a baseline to compare with")
         thresholds = gates.parse_fail_under(fail_under or [])
@@ -251,6 +254,16 @@ def _rate_gates(
 
 def _regression_gates(comparison: Comparison) -> list[gates.GateCase]:
     """One gate per scorer compared: failed when its mean fell beyond the noise."""
+    if not comparison.scorers:
+        return [
+            gates.GateCase(
+                "--fail-on-regression",
+                f"no rows pair up between {comparison.baseline_source} and "
+                f"{comparison.candidate_source} (paired by {comparison.paired_by}; "
+                f"{comparison.only_baseline} only in the baseline, {comparison.only_candidate} "
+                "only in the output): nothing to compare",
+            )
+        ]
     failed = {message.split(":", 1)[0]: message for message in comparison.regressions()}
     return [
         gates.GateCase(f"--fail-on-regression {s.name}", failed.get(s.name))

@@ -52,6 +52,7 @@ from assay.cli.scorers import manifest_stream_batch_size, run_scorer
 from assay.cli.summaries import print_published, print_run_summary
 from assay.runner import gates
 from assay.runner.checkpoint import checkpoint_path_for, read_checkpoint
+from assay.runner.columns import dropped_columns, sample_columns
 from assay.runner.io import count_rows
 from assay.runner.local import (
     DEFAULT_BATCH_SIZE,
@@ -63,7 +64,7 @@ from assay.runner.local import (
 )
 from assay.runner.metric_rows import MetricScorer
 from assay.runner.ood_gates import mean_gate_caveat
-from assay.runner.output import check_writable, iter_output_lines
+from assay.runner.output import check_not_overwriting, check_writable, iter_output_lines
 from assay.runner.publish import PUBLISH_BATCH_SIZE
 from assay.runner.ray_engine import run_file_ray_async
 from assay.runner.retry import retry_failed_async
@@ -282,8 +283,18 @@ def run_command(
             )
         # Checked up front too, so an unusable run fails before a progress bar is drawn.
         output = prepare_run(file, out, scorer, options)
+        if isinstance(scorer, DetectorScorer):
+            lost = dropped_columns(sample_columns(file), scorer.column_map)
+            if lost:
+                names = ", ".join(map(repr, lost))
+                warn(
+                    f"{file.name}'s column{'s' if len(lost) > 1 else ''} {names} "
+                    f"{'are' if len(lost) > 1 else 'is'} not carried to the output, which writes "
+                    "its own keys of those names; rename to keep"
+                )
         if junit is not None:
             check_writable(junit, "junit")
+            check_not_overwriting(junit, "junit", {"the input file": file, "--out": output})
         thresholds = gates.parse_fail_under(fail_under or [], known=scorer.score_names)
         if dry_run:
             if not isinstance(scorer, DetectorScorer):

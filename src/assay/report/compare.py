@@ -110,7 +110,12 @@ class Comparison:
         messages = []
         for s in self.scorers:
             change = s.change
-            if change is not None and change.interval is not None and change.significant_drop:
+            if s.pairs == 0:  # a gate passes on no rows it could not compare
+                messages.append(
+                    f"{s.name}: no row is scored in both {self.baseline_source} and "
+                    f"{self.candidate_source} (paired by {self.paired_by}); nothing to compare"
+                )
+            elif change is not None and change.interval is not None and change.significant_drop:
                 low, high = change.interval.low, change.interval.high
                 messages.append(
                     f"{s.name}: mean score fell by {-change.delta:.4f} against "

@@ -148,7 +148,7 @@ def print_comparison(comparison: Comparison, console: Console) -> None:
             str(s.improved),
         )
     console.print(table)
-    pairs = ", ".join(f"{s.name}: {s.pairs}" for s in comparison.scorers)
+    pairs = ", ".join(f"{s.name}: {s.pairs}" for s in comparison.scorers) or "none"
     console.print(
         f"rows paired by {comparison.paired_by} ({pairs}); {comparison.only_baseline} only in "
         f"the baseline, {comparison.only_candidate} only in {comparison.candidate_source}",

@@ -8,14 +8,13 @@ lists the columns found, the fields needed and a `--map` that would work.
 
 from __future__ import annotations
 
-import csv
 import difflib
 from collections.abc import Collection, Iterable, Sequence
 from itertools import islice
 from pathlib import Path
 
 from assay.detectors import DETECTORS
-from assay.runner.io import CSV_SUFFIXES, PARQUET_SUFFIXES, parquet_schema, read_rows
+from assay.runner.io import CSV_SUFFIXES, PARQUET_SUFFIXES, csv_header, parquet_schema, read_rows
 from assay.schema import RequestValidationError
 
 #: Request fields `--map` may point at a column (and `id`, which output lines carry).
@@ -59,12 +58,23 @@ def sample_columns(path: Path) -> list[str]:
         return list(parquet_schema(path).names)
     if suffix in CSV_SUFFIXES:
         with path.open(newline="", encoding="utf-8-sig", errors="replace") as handle:
-            return list(next(csv.reader(handle), []))
+            return csv_header(handle, path)
     seen: dict[str, None] = {}
     for _, fields in islice(read_rows(path), SAMPLE_ROWS):
         if isinstance(fields, dict):
             seen.update(dict.fromkeys(fields))
     return list(seen)
+
+
+#: Keys an output line writes itself: input columns of these names are not carried through.
+OUTPUT_KEYS = ("row", "error", "usage", *DETECTORS)
+
+
+def dropped_columns(columns: Iterable[str], column_map: Iterable[tuple[str, str]]) -> list[str]:
+    """The input `columns` that output lines cannot carry, as they write keys of those names
+    (columns that `--map` turns into a field are read, not dropped)."""
+    read = {column for _, column in column_map}
+    return [c for c in columns if c in OUTPUT_KEYS and c not in read]
 
 
 def check_column_map(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import csv
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -117,7 +117,11 @@ def _parse_json_line(raw_line: bytes, line_number: int) -> dict[str, Any] | Exce
             "row", f"line {line_number} is not valid UTF-8 ({error.reason})"
         )
     try:
-        value = json.loads(text)
+        value = json.loads(text, object_pairs_hook=_unique_keys)
+    except RepeatedKeyError as error:
+        # Read again, last copy kept, only so that the row's error line keeps its id and columns.
+        fields = json.loads(text)
+        return UnreadableRow("row", f"line {line_number}: {error}", fields)
     except json.JSONDecodeError as error:
         return RequestValidationError(
             "row", f"line {line_number} is not valid JSON: {error.msg} at column {error.colno}"
@@ -135,6 +139,20 @@ def _parse_json_line(raw_line: bytes, line_number: int) -> dict[str, Any] | Exce
     return value
 
 
+class RepeatedKeyError(ValueError):
+    """A JSON object names one key twice."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    # json.loads keeps the last of repeated keys in silence; a row is refused instead.
+    found = dict(pairs)
+    if len(found) < len(pairs):
+        names = [key for key, _ in pairs]
+        repeated = next(key for key in names if names.count(key) > 1)
+        raise RepeatedKeyError(f"the key {repeated!r} appears more than once")
+    return found
+
+
 #: Python's csv module refuses a cell over 131,072 characters and ends the whole run; cells are
 #: held to the request limits per row instead (a too-long text rejects its row, named).
 csv.field_size_limit(2**31 - 1)
@@ -146,9 +164,22 @@ def _open_csv(path: Path) -> TextIO:
     return path.open(newline="", encoding="utf-8-sig", errors="surrogateescape")
 
 
+def csv_header(handle: Iterable[str], path: Path) -> list[str]:
+    """The column names on a CSV file's first line; RequestValidationError "FILE" when one is
+    repeated (a reader would keep the last column's cell and drop the other in silence)."""
+    header = next(csv.reader(handle), [])
+    repeated = sorted({name for name in header if header.count(name) > 1})
+    if repeated:
+        names = ", ".join(repr(name) for name in repeated)
+        raise RequestValidationError(
+            "FILE", f"{path}: the header names {names} more than once; rename the copies"
+        )
+    return header
+
+
 def _read_csv(path: Path) -> Iterator[Row]:
     with _open_csv(path) as handle:
-        reader = csv.DictReader(handle)
+        reader = csv.DictReader(handle, fieldnames=csv_header(handle, path))
         for row, record in enumerate((r for r in reader if any(r.values())), start=1):
             yield row, _csv_fields(record)
 
@@ -234,7 +265,7 @@ def input_columns(path: Path) -> set[str]:
         return set(_parquet_file(path).schema_arrow.names)
     if suffix in CSV_SUFFIXES:
         with _open_csv(path) as handle:
-            return set(next(csv.reader(handle), []))
+            return set(csv_header(handle, path))
     for _, fields in _read_jsonl(path):
         if isinstance(fields, dict):
             return set(fields)

@@ -83,6 +83,19 @@ def check_writable(path: Path, field: str) -> None:
             break
 
 
+def check_not_overwriting(path: Path, field: str, kept: Mapping[str, Path | None]) -> None:
+    """Raise RequestValidationError naming `field` when `path` is one of the `kept` files (an
+    input, or another output of the same command), which writing it would destroy.
+
+    kept: what each file is, for the message ("the input file", "--out"), to its path.
+    """
+    for name, other in kept.items():
+        if other is not None and path.resolve() == other.resolve():
+            raise RequestValidationError(
+                field, f"must not be {name} ({other}): it would be overwritten"
+            )
+
+
 def _try_writing_in(folder: Path, path: Path, field: str) -> None:
     # Permissions alone do not tell (root ignores them; read-only mounts, immutable folders):
     # write and remove a file where the output will go.
@@ -120,7 +133,27 @@ def iter_output_lines(path: Path) -> Iterator[dict[str, Any]]:
                 raise RequestValidationError(
                     "OUTPUT", f"line {number} of {path} is not valid JSON: {error.msg}"
                 ) from None
-            yield value
+            yield checked_line(value, f"line {number} of {path}")
+
+
+_JSON_TYPES = {list: "a list", str: "text", int: "a number", float: "a number", bool: "true/false"}
+
+
+def checked_line(value: Any, where: str) -> dict[str, Any]:
+    """`value` if it has an output line's shape (an object whose results' instructions_list,
+    if any, is a list of objects); else a RequestValidationError saying `where`."""
+    if not isinstance(value, dict):
+        kind = _JSON_TYPES.get(type(value), "null")
+        raise RequestValidationError(
+            "OUTPUT", f"{where} is {kind}, not a JSON object; is it an assay output file?"
+        )
+    for name, result in scorer_results(value):
+        entries = result.get("instructions_list", [])
+        if not isinstance(entries, list) or not all(isinstance(e, Mapping) for e in entries):
+            raise RequestValidationError(
+                "OUTPUT", f"{where}: {name}.instructions_list is not a list of objects"
+            )
+    return value
 
 
 def _parquet_lines(path: Path) -> Iterator[dict[str, Any]]:
@@ -133,7 +166,9 @@ def _parquet_lines(path: Path) -> Iterator[dict[str, Any]]:
         raise RequestValidationError(
             "OUTPUT", f"{path} has no {RECORD_COLUMN!r} column; is it an assay output file?"
         )
+    number = 0
     for batch in parquet.iter_batches(columns=[RECORD_COLUMN], batch_size=1024):
         for text in batch.column(0).to_pylist():
-            yield json.loads(text)
+            number += 1
+            yield checked_line(json.loads(text), f"row {number} of {path}")
         pa.default_memory_pool().release_unused()
