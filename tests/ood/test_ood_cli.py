@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -245,3 +251,36 @@ def test_a_json_config_is_read_as_json_so_a_trailing_comma_is_named(tmp_path: Pa
         assert str(config) in str(raised.value) and "line 1 column" in str(raised.value)
     config.write_text('{"num_ood_queries": 2}')
     assert _config(config, None, profile_from_mapping(BANK_PROFILE)).num_ood_queries == 2
+
+
+def test_an_interrupted_ood_says_so_and_what_it_kept(
+    chatbot: RunningChatbot, profile_file: Path, tmp_path: Path
+) -> None:
+    # It exited 130 without a word.
+    chatbot.policy.delay = 0.3
+    out = tmp_path / "ood.jsonl"
+    command = [sys.executable, "-m", "assay.cli", "ood", "--use-case", str(profile_file)]
+    command += ["--sut-url", f"{chatbot.url}/v1", "--out", str(out)]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ASSAY_LLM_")}
+    process = subprocess.Popen(
+        command,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        for _ in range(600):  # until the run is probing (the preflight question is the first)
+            if chatbot.policy.requests >= 2 or process.poll() is not None:
+                break
+            time.sleep(0.05)
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode == 130, stderr
+    said = " ".join(stderr.split())
+    assert re.search(r"error: interrupted after \d+ of \d+ in-domain questions were probed", said)
+    assert "keeps finished rows and resumes" in said
+    assert not out.exists()

@@ -7,6 +7,8 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -26,6 +28,8 @@ from chatbot import (
 from ood_cli import assay
 
 from assay.runner import iter_output_lines
+from assay.runner.checkpoint import checkpoint_path_for
+from test_runner_resume import wait_for_progress
 
 
 @pytest.fixture
@@ -232,3 +236,34 @@ def test_bad_metric_options_name_the_option(tmp_path: Path, args: list[str], mes
     )
     assert done.returncode == 2, done.stderr
     assert message in done.stderr and "Traceback" not in done.stderr
+
+
+def test_an_interrupted_metric_run_keeps_the_rows_it_finished(
+    chatbot: RunningChatbot, tmp_path: Path
+) -> None:
+    # The stream batch was the manifest's 5000 rows: nothing was written until all were done,
+    # so an interrupt kept no row however many the live system had answered.
+    chatbot.policy.delay = 0.2
+    data, out = write_rows(tmp_path / "rows.jsonl"), tmp_path / "out.jsonl"
+    config = write_config(tmp_path / "cfg.yaml", chatbot)
+    command = [sys.executable, "-m", "assay.cli", "run", str(data), "--metric", "llm.ood_detection"]
+    command += ["--config", str(config), "--out", str(out), "--batch-size", "1"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ASSAY_LLM_")}
+    process = subprocess.Popen(
+        command,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        wait_for_progress(checkpoint_path_for(out), process, rows=1)
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode == 130, stderr
+    kept = re.search(r"(\d+) of them are kept", " ".join(stderr.split()))
+    assert kept and int(kept.group(1)) >= 1, stderr
+    assert len(list(iter_output_lines(out))) == int(kept.group(1))

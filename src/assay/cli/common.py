@@ -14,7 +14,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import sys
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -355,3 +357,20 @@ def print_usage(usage: Usage, rows_with_calls: int, rows: int) -> None:
             "explanations say so, with explanations on)"
         )
     Console(highlight=False).print("; ".join(parts), soft_wrap=True)
+
+
+@contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM (a container stop, `kill`) ends a run like Ctrl-C: said, not silent."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

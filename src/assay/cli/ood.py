@@ -14,6 +14,7 @@ system under test that does not answer), 3 some rows could not be scored (0 with
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable
 from dataclasses import asdict
@@ -33,12 +34,14 @@ from typer._click.globals import get_current_context
 
 from assay._sync import run_sync
 from assay.cli.common import (
+    EXIT_INTERRUPTED,
     fail,
     note,
     outcome_code,
     print_usage,
     progress_bar,
     reported_errors,
+    terminate_as_interrupt,
     warn,
 )
 from assay.cli.options import AllowErrors, JsonOutput, Junit, number_option, rate
@@ -244,6 +247,7 @@ def ood_command(
         }
         options = _sut_options(sut_kind.value, sut_url, kind_values)
         sut = build_sut(options, settings, _SUT_OPTIONS)
+        results: list[RowResult] | None = None
 
         async def run(report: Callable[[int], None]) -> list[RowResult]:
             try:
@@ -254,9 +258,24 @@ def ood_command(
             finally:
                 await sut.aclose()
 
+        probed = 0
+
+        def report(done: int) -> None:
+            nonlocal probed
+            probed = done
+            progress.update(task, completed=done)
+
         with progress_bar("probing") as (progress, task):
             progress.update(task, total=len(rows))
-            results = run_sync(run(lambda done: progress.update(task, completed=done)))
+            with terminate_as_interrupt(), contextlib.suppress(KeyboardInterrupt):
+                results = run_sync(run(report))
+        if results is None:  # interrupted; said once the progress bar has stopped
+            raise fail(
+                f"interrupted after {probed} of {len(rows)} in-domain questions were probed; "
+                "`assay ood` writes nothing until the end (`assay run --metric "
+                "llm.ood_detection` keeps finished rows and resumes)",
+                EXIT_INTERRUPTED,
+            )
         lines = [
             metric_line(METRIC_NAME, n, row, result)
             for n, (row, result) in enumerate(zip(rows, results, strict=True), start=1)

@@ -8,10 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import signal
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict
 from enum import StrEnum
 from pathlib import Path
@@ -31,6 +27,7 @@ from assay.cli.common import (
     print_plan,
     progress_bar,
     reported_errors,
+    terminate_as_interrupt,
     warn,
 )
 from assay.cli.options import (
@@ -48,7 +45,7 @@ from assay.cli.options import (
     check_llm_judge,
 )
 from assay.cli.publishing import PUBLISH_OPTIONS, ClientPublisher, build_publisher
-from assay.cli.scorers import manifest_stream_batch_size, run_scorer
+from assay.cli.scorers import run_scorer
 from assay.cli.summaries import print_published, print_run_summary
 from assay.runner import gates
 from assay.runner.checkpoint import checkpoint_path_for, read_checkpoint
@@ -168,8 +165,8 @@ def run_command(
         typer.Option(
             "--stream-batch-size",
             min=1,
-            help="Rows read, written and checkpointed together (default: the metric's manifest, "
-            f"else {DEFAULT_STREAM_BATCH_SIZE}).",
+            help="Rows read, written and checkpointed together (default: --batch-size for a "
+            f"metric, else {DEFAULT_STREAM_BATCH_SIZE}).",
         ),
     ] = None,
     workers: Annotated[
@@ -265,7 +262,9 @@ def run_command(
         if isinstance(scorer, DetectorScorer):
             check_llm_judge(judge)
         if stream_batch_size is None:
-            stream_batch_size = manifest_stream_batch_size(metric)
+            # A metric's rows call a live system and take seconds each: every call's rows are
+            # written as it ends, so an interrupt keeps them (rows are scored independently).
+            stream_batch_size = batch_size if metric else DEFAULT_STREAM_BATCH_SIZE
         options = RunOptions(batch_size, stream_batch_size, workers, row_timeout)
         publisher = None
         if publish and retry_failed:
@@ -406,7 +405,7 @@ def _score(
             progress.update(task, completed=rows)
 
         control.on_progress = on_progress
-        with _terminate_as_interrupt(), contextlib.suppress(KeyboardInterrupt):
+        with terminate_as_interrupt(), contextlib.suppress(KeyboardInterrupt):
             return run_sync(scored())
     # Interrupted; said once the progress bar has stopped, so the line is not drawn over.
     raise fail(_interrupted(output, done, total, retry_failed), EXIT_INTERRUPTED)
@@ -428,23 +427,6 @@ def _interrupted(output: Path, done: int, total: int, retry_failed: bool) -> str
         f"interrupted after {done:,} of {total:,} rows were scored; {written:,} of them are "
         f"kept in {where}: run the same command again to resume from row {written + 1:,}"
     )
-
-
-@contextmanager
-def _terminate_as_interrupt() -> Iterator[None]:
-    """SIGTERM (a container stop, `kill`) ends a run like Ctrl-C: said, not silent."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _warn_of_mean_gates(summary: RunSummary, thresholds: dict[str, float]) -> None:

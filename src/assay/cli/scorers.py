@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from assay.runner.local import DEFAULT_STREAM_BATCH_SIZE
 from assay.runner.metric_rows import MetricScorer, check_metric_name, read_config_text
 from assay.runner.rows import DetectorScorer
 from assay.schema import RequestValidationError
@@ -34,15 +33,6 @@ def run_scorer(
         raise RequestValidationError("judge", "metrics choose their judge from the environment")
     check_metric_name(metric)
     return MetricScorer(metric, read_config_text(config), bool(explain), column_map)
-
-
-def manifest_stream_batch_size(metric: str | None) -> int:
-    """The stream batch size a metric's manifest asks for (the runner's default otherwise)."""
-    if metric is None:
-        return DEFAULT_STREAM_BATCH_SIZE
-    from assay.metrics.manifest import get_manifest
-
-    return get_manifest(metric).execution.stream_batch_size
 
 
 def parse_column_map(specs: list[str]) -> tuple[tuple[str, str], ...]:
