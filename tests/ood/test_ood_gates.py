@@ -213,7 +213,26 @@ def test_rate_gates_do_not_pass_when_every_row_errored() -> None:
     ]
     tally.add({"input_id": "a", "score": None, "error": "1 of 2 cases failed", "cases": cases})
     summary = tally.summary()
-    assert summary.over_rejection_rate == 0.0  # over the errored row's judged case
+    # Rates, like the mean score, come from scored rows only (the summary showed 0.000 here
+    # while the gate said there was nothing to measure).
+    assert summary.over_rejection_rate is None and summary.cases_judged == 0
     gates = ood_gates(summary, tally_figures(tally), 0.5, 0.25, 0.25)
     assert [gate.passed for gate in gates] == [False, False, False]
     assert "every row errored" in gates[1].message and "every row" in gates[0].message
+
+
+def test_rates_leave_out_the_cases_of_errored_rows() -> None:
+    from assay.metrics.ood.summary import OODTally
+    from assay.runner.ood_gates import ood_gates, tally_figures
+
+    tally = OODTally()
+    refused = {"kind": "far_domain", "label": "correct_refusal", "status": "judged"}
+    missed = {"kind": "far_domain", "label": "missed_refusal", "status": "judged"}
+    failed = {"kind": "far_domain", "status": "transport_error", "error": "HTTP 503"}
+    tally.add({"input_id": "a", "score": 1.0, "cases": [refused]})
+    tally.add({"input_id": "b", "score": None, "error": "failed", "cases": [missed, failed]})
+    summary = tally.summary()
+    assert summary.missed_refusal_rate == 0.0 and summary.confusion["missed_refusal"] == 0
+    assert summary.failing_cases == [] and summary.transport_failures == 1
+    [gate] = ood_gates(summary, tally_figures(tally), None, None, 0.05)
+    assert gate.passed and gate.value == 0.0

@@ -146,12 +146,17 @@ class OODTally:
         """Count one row's result; `row_id` names it in listed cases (default its input_id)."""
         self.rows += 1
         row_id = result.get("input_id", row_id) if row_id is None else row_id
+        score = result.get("score")
+        scored = isinstance(score, int | float) and not isinstance(score, bool)
         over = [0, 0]
         missed = [0, 0]
         for case in result.get("cases") or []:
-            self._add_case(case, row_id, over, missed)
-        self.over_rejections[(over[0], over[1])] += 1
-        self.missed_refusals[(missed[0], missed[1])] += 1
+            self._add_case(case, row_id, over, missed, scored)
+        # Rates, like the mean score, are measured on scored rows only: an errored row's
+        # judged cases are part of no result (its failures are still counted above).
+        if scored:
+            self.over_rejections[(over[0], over[1])] += 1
+            self.missed_refusals[(missed[0], missed[1])] += 1
         warnings = result.get("warnings") or []
         if warnings:
             self.rows_short_of_probes += 1
@@ -160,14 +165,13 @@ class OODTally:
             if reason not in self.probe_shortfalls and len(self.probe_shortfalls) >= MAX_REASONS:
                 reason = "other"
             self.probe_shortfalls[reason] = self.probe_shortfalls.get(reason, 0) + 1
-        score = result.get("score")
-        if isinstance(score, int | float) and not isinstance(score, bool):
+        if scored:
             self.rows_scored += 1
             self.score_total += score
             self.score_tally[float(score)] = self.score_tally.get(float(score), 0) + 1
 
     def _add_case(
-        self, case: Mapping[str, Any], row_id: Any, over: list[int], missed: list[int]
+        self, case: Mapping[str, Any], row_id: Any, over: list[int], missed: list[int], scored: bool
     ) -> None:
         fallback = case.get("fallback")
         if fallback:
@@ -178,6 +182,8 @@ class OODTally:
                 self.transport_failures += 1
             elif case.get("status") == "judge_error":
                 self.judge_failures += 1
+            return
+        if not scored:
             return
         self.confusion[label] += 1
         if label in ("in_domain_answer", "over_rejection"):
