@@ -115,15 +115,24 @@ def test_every_unknown_profile_key_is_named_with_the_known_keys(
 ) -> None:
     with caplog.at_level("WARNING", logger="assay.metrics.ood.profile"):
         profile_from_mapping(
-            {"name": "Bank bot", "alowed_topics": "cards; balances", "forbidden_topics": "loans"}
+            {
+                "name": "Bank bot",
+                "alowed_topics": "cards; balances",
+                "forbidden_topics": "loans",
+                "topics": "savings",
+                "tone": "friendly",
+            }
         )
-    # Allowed by the schema, but the offline judge reads neither: a near miss is named with the
-    # key it was meant for, any other key with the known ones.
+    # Allowed by the schema, but the offline judge reads none: a near miss, or another name for
+    # a known key (the README's `topics` and `forbidden_topics`), is named with the key it was
+    # meant for, any other key with the known ones.
     known = (
         "Known keys: name, description, allowed_topics, examples, system_prompt, "
         "disallowed_topics, refusal_message"
     )
     assert [r.getMessage() for r in caplog.records] == [
         f"profile key 'alowed_topics' is not read: did you mean 'allowed_topics'? {known}",
-        f"profile key 'forbidden_topics' is not read (only an LLM judge sees it, as text). {known}",
+        f"profile key 'forbidden_topics' is not read: did you mean 'disallowed_topics'? {known}",
+        f"profile key 'topics' is not read: did you mean 'allowed_topics'? {known}",
+        f"profile key 'tone' is not read (only an LLM judge sees it, as text). {known}",
     ]

@@ -35,6 +35,21 @@ from assay.schema import RequestValidationError
 SCOPE_KEYS = ("name", "description", "allowed_topics", "examples", "system_prompt")
 #: Every key a profile documents (a profile may hold others, with a warning).
 KNOWN_KEYS = (*SCOPE_KEYS, "disallowed_topics", "refusal_message")
+#: Words in other names for a known key, tried in order ("forbidden_topics", "blocked",
+#: "topics"), where the spelling is too far from it for a near-miss match.
+_MEANT = {
+    "forbid": "disallowed_topics",
+    "block": "disallowed_topics",
+    "deny": "disallowed_topics",
+    "exclu": "disallowed_topics",
+    "out_of_scope": "disallowed_topics",
+    "topic": "allowed_topics",
+    "scope": "allowed_topics",
+    "capabilit": "allowed_topics",
+    "question": "examples",
+    "sample": "examples",
+    "refus": "refusal_message",
+}
 
 logger = logging.getLogger(__name__)
 #: "You are X, a ... assistant that ..." opens most system prompts: the role in one sentence.
@@ -138,7 +153,10 @@ def _warn_of_unknown_key(key: str) -> None:
     drop that part of the profile. Say so, once, with the key a near miss was meant for."""
     if key in KNOWN_KEYS:
         return
-    near = difflib.get_close_matches(key, KNOWN_KEYS, n=1, cutoff=0.8)
+    near = (
+        difflib.get_close_matches(key, KNOWN_KEYS, n=1, cutoff=0.8)
+        or [known for word, known in _MEANT.items() if word in key.lower()][:1]
+    )
     meant = f": did you mean {near[0]!r}?" if near else " (only an LLM judge sees it, as text)."
     logger.warning("profile key %r is not read%s Known keys: %s", key, meant, ", ".join(KNOWN_KEYS))
 
