@@ -267,3 +267,22 @@ def test_an_interrupted_metric_run_keeps_the_rows_it_finished(
     kept = re.search(r"(\d+) of them are kept", " ".join(stderr.split()))
     assert kept and int(kept.group(1)) >= 1, stderr
     assert len(list(iter_output_lines(out))) == int(kept.group(1))
+
+
+def test_a_timed_out_or_unreadable_metric_row_keeps_its_id_and_says_why_once(
+    chatbot: RunningChatbot, tmp_path: Path
+) -> None:
+    # A timed-out row's line had no id; a row that was not JSON said "row: row: line 3 ...".
+    chatbot.policy.delay = 1.0
+    data = tmp_path / "rows.jsonl"
+    rows = in_domain_rows()[:1]
+    rows[0]["team"] = "cards"
+    data.write_text(json.dumps(rows[0]) + "\n{not json\n")
+    config = write_config(tmp_path / "cfg.yaml", chatbot)
+    out = tmp_path / "out.jsonl"
+    done = run_metric(data, config, out, "--row-timeout", "0.5", "--batch-size", "1")
+    assert done.returncode == 3, done.stderr
+    timed_out, unreadable = iter_output_lines(out)
+    assert (timed_out["id"], timed_out["team"]) == ("row-0", "cards")
+    assert timed_out["error"]["kind"] == "timeout"
+    assert unreadable["error"]["message"].startswith("line 2 is not valid JSON")

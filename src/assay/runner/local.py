@@ -42,7 +42,7 @@ from assay.runner.publish import (
     Publisher,
     publish_output,
 )
-from assay.runner.rows import TIMEOUT, DetectorScorer, RowScorer, apply_column_map, error_line
+from assay.runner.rows import TIMEOUT, DetectorScorer, RowScorer, apply_column_map
 from assay.runner.summary import RunSummary
 from assay.runner.writers import Line, writer_for
 from assay.schema import RequestValidationError
@@ -159,8 +159,10 @@ async def _score_with_timeout(
     column_map = dict(getattr(scorer, "column_map", ()))
     given = None if isinstance(fields, Exception) else apply_column_map(fields, column_map)
     if isinstance(failure, TimeoutError):
-        return [error_line(number, given, TIMEOUT, f"not scored within {row_timeout:g} s per row")]
-    return [error_line(number, given, "judge_error", f"{type(failure).__name__}: {failure}")]
+        message = f"not scored within {row_timeout:g} s per row"
+        return [scorer.failure_line(number, given, TIMEOUT, message)]
+    message = f"{type(failure).__name__}: {failure}"
+    return [scorer.failure_line(number, given, "judge_error", message)]
 
 
 def prepare_run(

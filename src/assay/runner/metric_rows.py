@@ -31,8 +31,8 @@ from assay.metrics.ood.rows import REQUIRED_COLUMNS
 from assay.metrics.ood.run_config import read_use_case
 from assay.metrics.ood.scorer import RowResult
 from assay.metrics.ood.sut import SystemUnderTest
-from assay.runner.io import Row, input_columns
-from assay.runner.rows import INVALID_ROW, apply_column_map, error_line
+from assay.runner.io import Row, UnreadableRow, input_columns
+from assay.runner.rows import INVALID_ROW, apply_column_map
 from assay.schema import RequestValidationError
 
 #: Metrics `assay run` can score, by manifest name.
@@ -157,7 +157,9 @@ class MetricScorer:
         valid: list[tuple[int, dict[str, Any]]] = []
         for row, fields in rows:
             if isinstance(fields, Exception):
-                lines[row] = error_line(row, None, INVALID_ROW, str(fields))
+                kept = fields.fields if isinstance(fields, UnreadableRow) else None
+                message = fields.message if isinstance(fields, RequestValidationError) else None
+                lines[row] = self.failure_line(row, kept, INVALID_ROW, message or str(fields))
                 continue
             fields = apply_column_map(fields, column_map)
             # CSV and Parquet have no JSON null: a missing reply means "ask the live system".
@@ -190,6 +192,12 @@ class MetricScorer:
     ) -> dict[str, Any]:
         return metric_line(self.metric, row, fields, result)
 
+    def failure_line(
+        self, row: int, fields: Mapping[str, Any] | None, kind: str, message: str
+    ) -> dict[str, Any]:
+        """See `RowScorer.failure_line`: a metric line whose row has an error."""
+        return metric_error_line(self.metric, row, fields or {}, "row", kind, message)
+
 
 def reserved_keys(metric: str) -> set[str]:
     """Keys of `metric`'s output lines that are not carried input columns."""
@@ -205,13 +213,10 @@ def metric_line(
     row: the row's number; fields: the row's columns (carried through, except the metric's own
     inputs); result: the metric's result, or why the row could not be scored.
     """
-    line: dict[str, Any] = {"row": row, "id": fields.get("input_id")}
-    reserved = reserved_keys(metric)
-    line.update({k: v for k, v in fields.items() if k not in reserved})
     if isinstance(result, RequestValidationError):
         field = result.field.split("]", 1)[-1].lstrip(".") or "row"
-        line["error"] = {"field": field, "kind": INVALID_ROW, "message": result.message}
-        return line
+        return metric_error_line(metric, row, fields, field, INVALID_ROW, result.message)
+    line = _carried(metric, row, fields)
     data = result.to_dict()
     # LLM usage goes on the line, as for detectors, where the run summary counts it.
     usage = data.pop("usage")
@@ -229,4 +234,21 @@ def metric_line(
         }
     else:
         line[metric] = {k: v for k, v in data.items() if k != "error"}
+    return line
+
+
+def _carried(metric: str, row: int, fields: Mapping[str, Any]) -> dict[str, Any]:
+    """A line's row number, id (the input_id) and carried columns."""
+    line: dict[str, Any] = {"row": row, "id": fields.get("input_id")}
+    reserved = reserved_keys(metric)
+    line.update({k: v for k, v in fields.items() if k not in reserved})
+    return line
+
+
+def metric_error_line(
+    metric: str, row: int, fields: Mapping[str, Any], field: str, kind: str, message: str
+) -> dict[str, Any]:
+    """The line of a row `metric` could not score: its id and carried columns, and the error."""
+    line = _carried(metric, row, fields)
+    line["error"] = {"field": field, "kind": kind, "message": message}
     return line

@@ -164,6 +164,12 @@ class RowScorer(Protocol):
     async def score(self, rows: Sequence[Row]) -> list[dict[str, Any]]:
         """One output line per row, in order."""
 
+    def failure_line(
+        self, row: int, fields: Mapping[str, Any] | None, kind: str, message: str
+    ) -> dict[str, Any]:
+        """The output line of a row the engine could not score (it timed out, its call
+        raised), shaped like this scorer's other lines (fields: the row's, columns mapped)."""
+
 
 @dataclass
 class PendingRow:
@@ -277,6 +283,12 @@ class DetectorScorer:
         carried = [renamed.get(column, column) for column in columns]
         reserved = {*RESERVED_KEYS, *DETECTORS, "id"}
         return [*TEXT_FIELDS, *(c for c in dict.fromkeys(carried) if c not in reserved)]
+
+    def failure_line(
+        self, row: int, fields: Mapping[str, Any] | None, kind: str, message: str
+    ) -> dict[str, Any]:
+        """See `RowScorer.failure_line`."""
+        return error_line(row, fields, kind, message)
 
     def prepare(self, row: Row) -> PendingRow:
         """One read row as a validated request item (columns mapped), or why it is rejected."""

@@ -146,8 +146,9 @@ class OODTally:
         """Count one row's result; `row_id` names it in listed cases (default its input_id)."""
         self.rows += 1
         row_id = result.get("input_id", row_id) if row_id is None else row_id
-        score = result.get("score")
-        scored = isinstance(score, int | float) and not isinstance(score, bool)
+        raw = result.get("score")
+        score = float(raw) if isinstance(raw, int | float) and not isinstance(raw, bool) else None
+        scored = score is not None
         over = [0, 0]
         missed = [0, 0]
         for case in result.get("cases") or []:
@@ -165,10 +166,10 @@ class OODTally:
             if reason not in self.probe_shortfalls and len(self.probe_shortfalls) >= MAX_REASONS:
                 reason = "other"
             self.probe_shortfalls[reason] = self.probe_shortfalls.get(reason, 0) + 1
-        if scored:
+        if score is not None:
             self.rows_scored += 1
             self.score_total += score
-            self.score_tally[float(score)] = self.score_tally.get(float(score), 0) + 1
+            self.score_tally[score] = self.score_tally.get(score, 0) + 1
 
     def _add_case(
         self, case: Mapping[str, Any], row_id: Any, over: list[int], missed: list[int], scored: bool
