@@ -263,3 +263,27 @@ def test_report_files_must_not_overwrite_the_runs_it_reads(tmp_path: Path, targe
     assert done.returncode == 2
     assert done.stderr.startswith("error: --junit: must not be")
     assert {p: p.read_text() for p in kept} == kept
+
+
+def test_flipped_ood_rows_show_the_question_and_the_cases_it_got_wrong() -> None:
+    # OOD lines have no user_query or generated_text: flips were listed with empty text.
+    def ood(score: float, reply: str, label: str) -> dict[str, Any]:
+        cases = [
+            {"role": "in_domain", "kind": "in_domain", "query": "My balance?", "reply": "£42.",
+             "label": "in_domain_answer", "correct": True},
+            {"role": "probe", "kind": "far_domain", "query": "Bake bread?", "reply": reply,
+             "label": label, "correct": label == "correct_refusal"},
+        ]  # fmt: skip
+        return {"row": 1, "id": "r1", "llm.ood_detection": {"score": score, "cases": cases}}
+
+    result = compare(
+        [ood(1.0, "I only help with banking.", "correct_refusal")],
+        [ood(0.5, "Knead it well.", "missed_refusal")],
+        ("a.jsonl", "b.jsonl"),
+    )
+    [change] = result.scorers
+    [flip] = change.regressed_rows
+    assert flip.candidate_text.user_query == "My balance?"
+    assert flip.candidate_text.generated_text == (
+        "far_domain missed_refusal: 'Bake bread?' -> 'Knead it well.'"
+    )

@@ -94,11 +94,31 @@ class RowText:
         context = line.get("context")
         documents = [context] if isinstance(context, str) else context
         query, response = line.get("user_query"), line.get("generated_text")
+        if query is None and response is None:
+            query, response = _case_text(line)
         return cls(
             query if isinstance(query, str) else None,
             response if isinstance(response, str) else None,
             tuple(d for d in documents or () if isinstance(d, str)),
         )
+
+
+def _case_text(line: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """A metric line's text (`llm.ood_detection` keeps no query or response of its own): the
+    in-domain question, and the cases it got wrong, each with the question and the reply."""
+    for _, result in scorer_results(line):
+        cases = [c for c in result.get("cases") or [] if isinstance(c, Mapping)]
+        if not cases:
+            continue
+        question = next((c.get("query") for c in cases if c.get("role") == "in_domain"), None)
+        wrong = [
+            f"{c.get('kind')} {c.get('label') or c.get('status')}: "
+            f"{c.get('query')!r} -> {c.get('reply') or c.get('error')!r}"
+            for c in cases
+            if c.get("correct") is not True
+        ]
+        return question, "\n".join(wrong) or f"all {len(cases)} cases judged right"
+    return None, None
 
 
 @dataclass(frozen=True)
