@@ -292,6 +292,7 @@ def test_resuming_says_from_which_row_and_a_finished_output_is_not_overwritten(
     assert again.returncode == 0, again.stderr
     assert "already holds this run (30 rows); nothing to score" in again.stderr
     assert "output_relevance" in again.stdout
+    assert "wrote " not in again.stdout  # nothing was
     # Another run over a finished output is refused until --overwrite.
     assert other.returncode == 2
     assert "holds a finished run; pass --overwrite to replace it" in one_error_line(other)

@@ -27,7 +27,9 @@ def _percent(value: float | None) -> str:
 def print_run_summary(summary: RunSummary) -> None:
     """The run's tables on stdout, then notes about failed rows, probes and LLM usage."""
     console = Console(highlight=False)
-    table = Table(title=f"{summary.rows} rows from {summary.input_path}")
+    table = Table(
+        title=f"{summary.rows} row{'' if summary.rows == 1 else 's'} from {summary.input_path}"
+    )
     table.add_column("scorer", style="bold")
     table.add_column("scored", justify="right")
     table.add_column("mean score", justify="right")
@@ -73,7 +75,8 @@ def print_run_summary(summary: RunSummary) -> None:
         if numbers.metric_tally is not None:
             print_ood_summary(numbers.metric_tally.summary(), name)
     print_usage(summary.usage, summary.rows_with_calls, summary.rows)
-    console.print(f"wrote {summary.output_path} and {summary.summary_path}", soft_wrap=True)
+    if not summary.already_complete:  # else nothing was written, and the note says so
+        console.print(f"wrote {summary.output_path} and {summary.summary_path}", soft_wrap=True)
 
 
 #: Failed rows named one per line under the summary; the rest are in the output and summary.
