@@ -43,7 +43,8 @@ class RefusingProxy:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                publishing = self.path.endswith("/detections")
+                # Rows sent; not the run's empty check of key and application before scoring.
+                publishing = self.path.endswith("/detections") and bool(body)
                 limit = proxy.refuse_after
                 if publishing and limit is not None and proxy.forwarded_publishes >= limit:
                     self._answer(503, b'{"message": "down", "status": 503}', {"retry-after": "0"})
@@ -399,6 +400,28 @@ def test_a_key_the_server_refuses_stops_the_run_before_scoring(
     )
     assert not log.exists()
     assert not (tmp_path / "rows.scored.jsonl").exists()
+
+
+def test_a_key_that_may_not_publish_to_the_application_stops_the_run_before_scoring(
+    make_server: ServerFactory, tmp_path: Path
+) -> None:
+    # It scored every row, then failed to publish and advised running the same command again.
+    server = make_server(scoped_keys={"shop-key": frozenset({"shop"})})
+    data = write_rows(tmp_path / "rows.jsonl", 3)
+    log = tmp_path / "judged.txt"
+
+    result = run_publish(data, server.url, "--api-key", "shop-key", log=log)
+
+    assert result.returncode == 2, result.stderr
+    error = result.stderr.strip().splitlines()[-1]
+    assert error.startswith(
+        f"error: --application-name: the server at {server.url} will not store detections "
+        "under 'nightly' (HTTP 404: application_name: no application 'nightly' for this API key)"
+    )
+    assert not log.exists()
+    assert not (tmp_path / "rows.scored.jsonl").exists()
+    allowed = run_publish(data, server.url, "--api-key", "shop-key", "--application-name", "shop")
+    assert allowed.returncode == 0, allowed.stderr
 
 
 @pytest.mark.parametrize(

@@ -209,9 +209,25 @@ def test_filters_narrow_items_charts_and_counts(
     )
     assert page.locator("#item-count").get_attribute("data-items") == "2"
 
+    # The API's own time format is shown in the form, so the next Apply keeps it.
+    page.goto(live_server.url + "/applications/shop?since=2026-03-01T12:35:00Z")
+    assert page.locator('#filters input[name="since"]').input_value() == "2026-03-01T12:35"
+    page.select_option('#filters select[name="model"]', "model-a")
+    page.click("#filters button[type=submit]")
+    assert "since=2026-03-01T12%3A35" in page.url
+    assert page.locator("#item-count").get_attribute("data-items") == "1"  # model-a's item 4
+
     bad = httpx.get(live_server.url + "/applications/shop?max_score=high", auth=("assay", API_KEY))
     assert bad.status_code == 422 and bad.headers["content-type"].startswith("text/html")
     assert "max_score: &#39;high&#39; is not a number" in bad.text  # a page, not the API's JSON
+    # A misspelt filter, or a time past year 9999 in UTC, is named (they showed every item, and
+    # an internal error).
+    for query, said in (
+        ("detecter=completeness", "detecter: unknown filter; the page takes model"),
+        ("since=9999-12-31T23:59:59-01:00", "since: 9999-12-31T23:59:59-01:00 is outside years"),
+    ):
+        answer = httpx.get(f"{live_server.url}/applications/shop?{query}", auth=("assay", API_KEY))
+        assert answer.status_code == 422 and said in answer.text, answer.text
     page.goto(live_server.url + "/applications/shop?page=0")
     assert page.locator("#filter-error").inner_text().endswith("page: must be 1 or more")
     page.click("text=Show shop without filters")
@@ -292,6 +308,21 @@ def test_the_page_uses_its_width(live_server: LiveServer, browser_page: Page) ->
         assert box is not None and box["width"] > 0.9 * width, selector
     chart = page.locator('.card[data-detector="completeness"] svg.histogram').bounding_box()
     assert chart is not None and chart["width"] > 0.4 * width
+
+
+def test_a_long_unbroken_token_wraps_inside_the_page(
+    live_server: LiveServer, browser_page: Page
+) -> None:
+    # A 400-character URL in a response made the page three times as wide as the window.
+    long = item(1, 3, 5)
+    long["generated_text"] = "See https://example.com/" + "a" * 400 + " for details."
+    publish(live_server, "model-a", [long])
+    page = browser_page
+    page.goto(live_server.url + "/applications/shop")
+    page.locator("#items tr.item details > summary").first.click()
+    assert page.locator("#items tr.item p.response").first.is_visible()
+    width = page.viewport_size["width"]  # type: ignore[index]
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
 
 
 def test_detect_requests_are_items_too(live_server: LiveServer) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -33,9 +34,10 @@ PUBLISH_OPTIONS = {
     "publish": "--publish",
 }
 
-#: A cheap route that needs a key, asked once before scoring: a refused key then stops the run
-#: before its rows are scored instead of when they are sent.
-KEY_CHECK_PATH = "/v1/detectors"
+#: Asked once before scoring, with no body: the server checks the key, the application's name
+#: and the key's access to it before it reads a body, so a key that may not publish there stops
+#: the run before its rows are scored, and nothing is stored.
+PUBLISH_PATH = "/v1/applications/{}/detections"
 
 
 @dataclass
@@ -61,25 +63,34 @@ class ClientPublisher:
         }
 
     async def check(self) -> None:
-        """A key the server refuses (401 or 403) is unusable input, named as --api-key. Anything
-        else (a server down, a wrong URL) is left to publishing, which says so once the output
-        is complete and continues when the same command is run again."""
+        """A key the server refuses (401 or 403) is unusable input, named as --api-key, and so
+        is an application the key may not publish to (404) or a name the server refuses (422),
+        named as --application-name. Anything else (a server down, a wrong URL) is left to
+        publishing, which says so once the output is complete and continues when the same
+        command is run again."""
         auth = self.client.auth_header
         headers = {"Authorization": auth} if auth else {}
+        path = PUBLISH_PATH.format(quote(self.application_name, safe=""))
         try:
             async with httpx.AsyncClient(timeout=httpx.Timeout(30.0)) as http:
-                response = await http.get(self.base_url + KEY_CHECK_PATH, headers=headers)
+                response = await http.post(self.base_url + path, headers=headers)
         except (httpx.HTTPError, httpx.InvalidURL):
             return
-        if response.status_code not in (401, 403):
-            return
         said = status_error(response)
-        which = "refused the key given" if auth else "needs a key and none was given"
-        raise RequestValidationError(
-            "api_key",
-            f"the server at {self.base_url} {which} ({said}); nothing was scored: pass a key it "
-            "accepts with --api-key or set $ASSAY_API_KEY",
-        )
+        if response.status_code in (401, 403):
+            which = "refused the key given" if auth else "needs a key and none was given"
+            raise RequestValidationError(
+                "api_key",
+                f"the server at {self.base_url} {which} ({said}); nothing was scored: pass a key "
+                "it accepts with --api-key or set $ASSAY_API_KEY",
+            )
+        if response.status_code in (404, 422) and said.message.startswith("application_name:"):
+            raise RequestValidationError(
+                "application_name",
+                f"the server at {self.base_url} will not store detections under "
+                f"{self.application_name!r} ({said}); nothing was scored: name an application "
+                "the key may publish to, or use a key that may publish to this one",
+            )
 
     async def send(self, run_id: str, items: Sequence[Mapping[str, Any]]) -> None:
         await self.client.detections.publish(self.application_name, self.model_name, run_id, items)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
@@ -23,7 +23,7 @@ from assay.detectors import DETECTORS
 from assay.server.auth import require_key
 from assay.server.charts import TrendPoint, failure_bar, histogram, trend
 from assay.server.errors import ServerError
-from assay.server.read import read_application
+from assay.server.read import naive_utc, read_application
 from assay.store.detections import applications, model_names
 from assay.store.views import (
     DetectionFilter,
@@ -87,12 +87,19 @@ def _moment(text: str, name: str) -> datetime:
         moment = datetime.fromisoformat(text.strip().removesuffix("Z"))
     except ValueError:
         raise ServerError(422, f"{name}: {text!r} is not a date and time (ISO 8601)") from None
-    return moment.astimezone(UTC).replace(tzinfo=None) if moment.tzinfo else moment
+    utc = naive_utc(moment, name)
+    assert utc is not None
+    return utc
 
 
 def parse_filter(name: str, params: dict[str, str]) -> tuple[DetectionFilter, int]:
     """The filter and 1-based page number from a query string (blank fields are unset, as
     an empty form sends them); 422 naming the field for a value that cannot be read."""
+    unknown = sorted(set(params) - {*_FILTER_KEYS, "page"})
+    if unknown:  # a misspelt filter would otherwise show everything, unfiltered
+        raise ServerError(
+            422, f"{unknown[0]}: unknown filter; the page takes {', '.join(_FILTER_KEYS)}, page"
+        )
     given = {key: value.strip() for key, value in params.items() if value and value.strip()}
     detector = given.get("detector")
     if detector is not None and detector not in DETECTORS:
@@ -207,6 +214,11 @@ async def application_page(name: str, request: Request) -> HTMLResponse:
         # A page, not the API's JSON: this is what a browser shows after a mistyped filter.
         return _render("filter_error.html", error.status, name=name, message=error.message)
     shown = {key: params[key].strip() for key in _FILTER_KEYS if params.get(key, "").strip()}
+    # The form's datetime-local boxes take "YYYY-MM-DDTHH:MM:SS": an API-style "...Z" or a date
+    # alone would show an empty box, and the next Apply would drop the filter.
+    for key, moment in (("since", view.since), ("until", view.until)):
+        if moment is not None:
+            shown[key] = moment.strftime("%Y-%m-%dT%H:%M:%S")
 
     def query(session: Session) -> dict[str, Any]:
         return _page(session, view, page)

@@ -60,7 +60,7 @@ ModelName = Annotated[str | None, Query(description="Only this model.")]
 MAX_OFFSET = 1_000_000_000
 
 
-def _naive_utc(moment: datetime | None, parameter: str) -> datetime | None:
+def naive_utc(moment: datetime | None, parameter: str) -> datetime | None:
     # Stored timestamps are naive UTC; a zoned filter is converted, a naive one taken as UTC.
     if moment is None or moment.tzinfo is None:
         return moment
@@ -135,7 +135,7 @@ async def list_detections(
     """One page of an application's detections, newest first."""
     access = require_key(request)
     _check_detector(detector)
-    since, until = _naive_utc(since, "since"), _naive_utc(until, "until")
+    since, until = naive_utc(since, "since"), naive_utc(until, "until")
 
     def query(session: Session) -> dict[str, Any]:
         total, page = detections_page(
@@ -174,7 +174,7 @@ async def application_metrics(
     """Per detector, the mean score in each time bucket (UTC) that has detections."""
     access = require_key(request)
     _check_detector(detector)
-    since, until = _naive_utc(since, "since"), _naive_utc(until, "until")
+    since, until = naive_utc(since, "since"), naive_utc(until, "until")
 
     def query(session: Session) -> dict[str, Any]:
         series = score_series(
