@@ -442,3 +442,13 @@ def test_bad_publish_flags_exit_2_before_scoring(
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1].startswith(f"error: {message}")
     assert not (tmp_path / "rows.scored.jsonl").exists()
+
+
+def test_a_key_sent_twice_in_one_publish_is_named_with_both_items(live_server: LiveServer) -> None:
+    items = [published_item("1"), published_item("2"), published_item("1")]
+    body = {"model_name": "m1", "run_id": "r", "items": items}
+    answer = live_server.post(body, path="/v1/applications/shop/detections")
+    assert answer.status_code == 422
+    assert answer.json()["message"] == (
+        "items[2].key: '1' is also the key of items[0]; keys must differ within one request"
+    )

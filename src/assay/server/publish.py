@@ -103,9 +103,15 @@ def _parse(body: Any) -> PublishRequest:
         first = _relevant_error(error, {(i, n): r for i, n, r in raw_results})
         where = field_location(None, first["loc"], RESULT_MODELS) or "body"
         raise ServerError(422, f"{where}: {_message(first['msg'])}") from None
-    keys = [item.key for item in request.items]
-    if len(set(keys)) != len(keys):
-        raise ServerError(422, "items: a key appears twice in one request")
+    first_at: dict[Any, int] = {}
+    for index, item in enumerate(request.items):
+        if item.key in first_at:
+            raise ServerError(
+                422,
+                f"items[{index}].key: {item.key!r} is also the key of items[{first_at[item.key]}]; "
+                "keys must differ within one request",
+            )
+        first_at[item.key] = index
     return request
 
 
