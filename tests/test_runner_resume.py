@@ -373,3 +373,51 @@ def test_an_interrupted_run_says_so_and_resumes(tmp_path: Path, how: signal.Sign
     assert rerun.returncode == 0, rerun.stderr
     assert f"resuming from row {written + 1}" in " ".join(rerun.stderr.split())
     assert [line["row"] for line in iter_output_lines(out)] == list(range(1, 201))
+
+
+@pytest.fixture
+def llm_judges(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """`configure` for the "openai" and "cascade" judges; their own factories again after."""
+    from assay import judges
+    from assay.judges.openai import configure
+
+    monkeypatch.setenv("ASSAY_LLM_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("ASSAY_LLM_MODEL", "model-a")
+    yield configure
+    register_judge("openai", judges._openai)
+    register_judge("cascade", judges._cascade)
+
+
+def test_a_run_under_another_llm_model_or_band_is_another_run(
+    tmp_path: Path, llm_judges: Any
+) -> None:
+    # Resuming under another model (or finding a run finished under it) mixed two judges'
+    # verdicts in one output: the fingerprint held the judge's name alone.
+    data = write_jsonl(tmp_path / "rows.jsonl", make_rows(2))
+
+    def fingerprint(judge: str | None) -> str:
+        return run_fingerprint(data, DetectorScorer(judge=judge), RunControl())
+
+    embedded = fingerprint(None)
+    llm_judges(model="model-a")
+    first, cascade = fingerprint("openai"), fingerprint("cascade")
+    llm_judges(model="model-a", base_url="http://127.0.0.1:10/v1")  # served elsewhere: same
+    assert fingerprint("openai") == first
+    llm_judges(model="model-b")
+    assert fingerprint("openai") != first and fingerprint("cascade") != cascade
+    llm_judges(model="model-a", band=(0.1, 0.9))
+    assert fingerprint("openai") == first and fingerprint("cascade") != cascade
+    assert fingerprint(None) == embedded  # the embedded judge's runs keep their fingerprint
+
+
+@pytest.mark.parametrize(("flag", "env", "used"), [(True, "false", True), (False, "true", False)])
+def test_a_cache_flag_given_wins_over_the_environment(
+    monkeypatch: pytest.MonkeyPatch, llm_judges: Any, flag: bool, env: str, used: bool
+) -> None:
+    # --cache did nothing against ASSAY_LLM_CACHE=false (only --no-cache was applied).
+    from assay.cli.options import apply_llm_options
+    from assay.judges import get_judge
+
+    monkeypatch.setenv("ASSAY_LLM_CACHE", env)
+    apply_llm_options(flag, None, None)
+    assert get_judge("openai").settings.cache is used  # type: ignore[attr-defined]

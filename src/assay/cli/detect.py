@@ -59,7 +59,7 @@ def detect_command(
     explain: Explain = True,
     as_json: JsonOutput = False,
     judge: JudgeName = None,
-    cache: UseCache = True,
+    cache: UseCache = None,
     dry_run: DryRun = False,
     llm: LLMOptions = None,
     cascade_band: CascadeBand = None,
@@ -69,7 +69,7 @@ def detect_command(
     With --json, the response exactly as the API returns it: an array of one item.
     """
     with reported_errors(_DETECT_OPTIONS):
-        apply_llm_options(not cache, llm, cascade_band)
+        apply_llm_options(cache, llm, cascade_band)
         if detector:
             check_detector_names(detector)
         if judge is not None:

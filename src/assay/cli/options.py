@@ -74,10 +74,12 @@ JsonOutput = Annotated[
     bool, typer.Option("--json/--no-json", help="Print JSON on stdout instead of tables.")
 ]
 UseCache = Annotated[
-    bool,
+    bool | None,
     typer.Option(
         "--cache/--no-cache",
-        help="LLM judge: read and write the call cache; off, it does neither.",
+        help="LLM judge: read and write the call cache; off, it does neither (default: "
+        "$ASSAY_LLM_CACHE, else on).",
+        show_default=False,
     ),
 ]
 DryRun = Annotated[
@@ -122,15 +124,15 @@ def check_llm_judge(name: str | None) -> None:
 LLM_OPTION_LABELS = {"llm": "--llm", "band": "--cascade-band"}
 
 
-def apply_llm_options(no_cache: bool, settings: Sequence[str] | None, band: str | None) -> None:
+def apply_llm_options(cache: bool | None, settings: Sequence[str] | None, band: str | None) -> None:
     """Rebuild the "openai" and "cascade" judges with the flags over the environment.
 
-    no_cache: turn the judge-call cache off.
+    cache: `--cache` (True) or `--no-cache` (False) over `$ASSAY_LLM_CACHE`; None: not given.
     settings: `--llm name=value` strings.
     band: `--cascade-band` text.
     Raises RequestValidationError naming the option when a value is unusable.
     """
-    if not (no_cache or settings or band):
+    if cache is None and not (settings or band):
         return  # the judges read the environment themselves, when (and if) one is built
     from assay.judges.cascade import band_from_env, parse_band
     from assay.judges.openai import configure
@@ -138,8 +140,8 @@ def apply_llm_options(no_cache: bool, settings: Sequence[str] | None, band: str 
 
     chosen_band = parse_band(band, "band") if band else None
     overrides = parse_overrides(settings or [])
-    if no_cache:
-        overrides["cache"] = False
+    if cache is not None:
+        overrides["cache"] = cache
     # The environment's own mistakes are named by their variable, not blamed on a flag.
     settings_from_env()
     if chosen_band is None:

@@ -245,7 +245,7 @@ def run_command(
         ),
     ] = PUBLISH_BATCH_SIZE,
     as_json: JsonOutput = False,
-    cache: UseCache = True,
+    cache: UseCache = None,
     dry_run: DryRun = False,
     llm: LLMOptions = None,
     cascade_band: CascadeBand = None,
@@ -257,7 +257,7 @@ def run_command(
     say), 2 unusable input (no row could be scored), 3 rows errored (unless --allow-errors).
     """
     with reported_errors(_RUN_OPTIONS):
-        apply_llm_options(not cache, llm, cascade_band)
+        apply_llm_options(cache, llm, cascade_band)
         scorer = run_scorer(detector, metric, config, explain, judge, column)
         if isinstance(scorer, DetectorScorer):
             check_llm_judge(judge)

@@ -7,7 +7,15 @@ from collections.abc import Callable
 
 from assay.judges.base import Judge, Question, Verdict
 
-__all__ = ["Judge", "Question", "Verdict", "get_judge", "register_judge", "judge_names"]
+__all__ = [
+    "Judge",
+    "Question",
+    "Verdict",
+    "get_judge",
+    "register_judge",
+    "judge_names",
+    "verdict_settings",
+]
 
 _factories: dict[str, Callable[[], Judge]] = {}
 _instances: dict[str, Judge] = {}
@@ -60,3 +68,12 @@ def get_judge(name: str = "embedded") -> Judge:
 register_judge("embedded", _embedded)
 register_judge("openai", _openai)
 register_judge("cascade", _cascade)
+
+
+def verdict_settings(name: str) -> dict[str, object]:
+    """Judge `name` and what decides its verdicts besides the questions (the LLM judge's model
+    and how it is asked, the cascade's band): a run resumed or found finished under other
+    settings would mix two judges' verdicts in one output. Builds the judge (which calls
+    nothing); the embedded judge's verdicts depend on the installed version alone."""
+    settings = getattr(get_judge(name), "verdict_settings", None)
+    return {"judge": name, **(settings() if settings else {})}

@@ -54,6 +54,11 @@ class CascadeJudge(Judge):
         self.second = second
         self.band = band
 
+    def verdict_settings(self) -> dict[str, object]:
+        """What decides its verdicts besides the questions: the band and the second judge's."""
+        second = getattr(self.second, "verdict_settings", None)
+        return {"band": list(self.band), **(second() if second else {})}
+
     def uncertain(self, answer: Verdict | JudgeFailure) -> bool:
         if isinstance(answer, JudgeFailure):
             return True

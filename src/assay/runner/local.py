@@ -23,7 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from assay._sync import blocking
+from assay.environment import default_judge_name
+from assay.judges import verdict_settings
 from assay.judges.embedded.embedding_cache import CacheStats, shared_cache
+from assay.judges.openai.settings import configured_settings
 from assay.runner.carried import carried_columns
 from assay.runner.checkpoint import (
     Checkpoint,
@@ -96,10 +99,21 @@ def summary_path_for(output_path: Path) -> Path:
 
 
 def scorer_fingerprint(scorer: RowScorer) -> dict[str, Any]:
-    """The scorer's settings, for the checkpoint fingerprint."""
+    """The scorer's settings, for the checkpoint fingerprint, with what decides an LLM judge's
+    verdicts (`verdict_settings`) when one is used: resuming, or finding a run finished, under
+    another model or band would mix two judges in one output. The embedded judge adds nothing,
+    so its runs keep their fingerprints."""
     if is_dataclass(scorer) and not isinstance(scorer, type):
-        return {"scorer": type(scorer).__name__, "settings": asdict(scorer)}
-    return {"scorer": type(scorer).__name__, "settings": repr(scorer)}
+        found: dict[str, Any] = {"scorer": type(scorer).__name__, "settings": asdict(scorer)}
+    else:
+        found = {"scorer": type(scorer).__name__, "settings": repr(scorer)}
+    if isinstance(scorer, DetectorScorer):
+        name = scorer.judge or default_judge_name()
+        if name != "embedded":
+            found["judge"] = verdict_settings(name)
+    elif (llm := configured_settings()) is not None:  # a metric asks the LLM when one is set
+        found["llm"] = llm.verdict_settings()
+    return found
 
 
 def _stream_batches(rows: Iterator[Row], size: int, skip: int) -> Iterator[list[Row]]:

@@ -61,6 +61,10 @@ class OpenAIJudge(Judge):
         self.endpoint = LLMEndpoint(self.settings, cache)
         self.cache = self.endpoint.cache
 
+    def verdict_settings(self) -> dict[str, object]:
+        """What decides its verdicts besides the questions (see `LLMSettings`)."""
+        return {"llm": self.settings.verdict_settings()}
+
     # -- the Judge interface ---------------------------------------------------------------
 
     async def answer(self, questions: Sequence[Question]) -> list[Answer]:

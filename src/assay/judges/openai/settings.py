@@ -31,6 +31,19 @@ def default_cache_path() -> Path:
     return Path(base) / "assay" / "judge-calls.sqlite3"
 
 
+#: `LLMSettings` fields that change a verdict (`verdict_settings`).
+VERDICT_SETTINGS = (
+    "model",
+    "strategy",
+    "structured",
+    "votes",
+    "vote_temperature",
+    "max_tokens",
+    "top_logprobs",
+    "min_answer_mass",
+)
+
+
 @dataclass(frozen=True)
 class LLMSettings:
     """How Assay talks to an OpenAI-compatible LLM endpoint (the judge's and the OOD metric's).
@@ -88,6 +101,11 @@ class LLMSettings:
 
     def __post_init__(self) -> None:
         _check(self)
+
+    def verdict_settings(self) -> dict[str, object]:
+        """The settings that decide its verdicts: the model and how it is asked (not where it
+        is served, its timeouts or its cache), for the fingerprint of a resumable run."""
+        return {name: getattr(self, name) for name in VERDICT_SETTINGS}
 
     def cache_file(self) -> Path:
         """The cache's SQLite file: `cache_path`, or the per-user default."""
