@@ -116,6 +116,11 @@ def test_a_hang_past_the_timeout_fails_that_row_and_the_run_continues(
         release.set()
     lines = [json.loads(line) for line in Path(summary.output_path or "").read_text().splitlines()]
     assert lines[0]["output_relevance"]["kind"] == "timeout"
+    # The setting that ran out is named, with how to raise it.
+    assert (
+        "(call_timeout 0.5s; raise it with ASSAY_LLM_TIMEOUT"
+        in (lines[0]["output_relevance"]["message"])
+    )
     assert_relevance_contract(lines[1]["output_relevance"])
     assert summary.detectors["output_relevance"].rows_errored == 1
     assert summary.detectors["output_relevance"].rows_scored == 1
@@ -315,3 +320,15 @@ def test_cli_rejects_a_bad_llm_setting_naming_it(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "--llm (llm.strategy): must be one of fields, per_instruction" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+async def test_a_base_url_where_nothing_answers_is_named_as_such(stub_server: StubServer) -> None:
+    # A path without /chat/completions (a 404 for every form) was reported as an endpoint that
+    # "refused every form of the capability probe".
+    use_judge(stub_server)
+    stub_server.probe = lambda body: CannedResponse(404, {"detail": "Not Found"})
+    stub_server.reply(CannedResponse(404, {"detail": "Not Found"}))
+    result = await relevance()
+    assert result["error"] is True and result["kind"] == "transport"
+    assert "has no chat completions route (HTTP 404 for every request" in result["message"]
+    assert "base_url (ASSAY_LLM_BASE_URL or --llm base_url=...)" in result["message"]

@@ -253,6 +253,12 @@ async def call_with_retries(
         )
     except GaveUp as gave_up:
         failure = _final_failure(gave_up.error)
+        if isinstance(gave_up.error, openai.APITimeoutError):  # say which setting ran out
+            failure = JudgeFailure(
+                TIMEOUT,
+                f"{failure.message} (call_timeout {settings.call_timeout:g}s; raise it with "
+                "ASSAY_LLM_TIMEOUT or --llm call_timeout=...)",
+            )
         if gave_up.retry is None:
             raise failure from None
         # The same class as the last attempt's failure: an endpoint no attempt could connect to

@@ -307,6 +307,7 @@ class LLMEndpoint:
         every form was refused) without."""
         forms = AUTO_MODES if self.settings.structured == "auto" else (self.settings.structured,)
         refusals: list[str] = []
+        statuses: set[int] = set()
         last = ""
         for logprobs in (True, False):
             for form in forms:
@@ -325,17 +326,26 @@ class LLMEndpoint:
                         rejected.message,
                     )
                     refusals.append(f"{form}{'' if logprobs else ' without logprobs'}")
+                    statuses.add(rejected.status)
                     last = rejected.message
                     continue
                 found = read_capabilities(completion, form, logprobs)
                 self._log(found)
                 return found
-        self._refused = JudgeFailure(
-            TRANSPORT,
-            f"the LLM endpoint {base_url(self.settings)} refused every form of the capability "
-            f"probe ({', '.join(refusals)}); last: {last}",
-        )
-        logger.error("%s", self._refused.message)
+        where = base_url(self.settings)
+        if statuses == {404}:  # no form was refused: nothing answers at this path
+            message = (
+                f"the LLM endpoint {where} has no chat completions route (HTTP 404 for every "
+                f"request; {last}): base_url (ASSAY_LLM_BASE_URL or --llm base_url=...) must be "
+                "the API root that /chat/completions follows, e.g. http://127.0.0.1:8080/v1"
+            )
+        else:
+            message = (
+                f"the LLM endpoint {where} refused every form of the capability probe "
+                f"({', '.join(refusals)}); last: {last}"
+            )
+        # Raised, not also logged: every row's error carries it, and a CLI says it once.
+        self._refused = JudgeFailure(TRANSPORT, message)
         raise self._refused
 
     def _raise_if_known_down(self) -> None:

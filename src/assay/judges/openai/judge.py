@@ -106,7 +106,11 @@ class OpenAIJudge(Judge):
                     await asyncio.gather(*(self._ask_single(q, deadline) for q in questions))
                 )
         except TimeoutError:
-            failure = JudgeFailure("timeout", f"no answer within {self.settings.row_timeout:g}s")
+            failure = JudgeFailure(
+                "timeout",
+                f"no answer within {self.settings.row_timeout:g}s (row_timeout; raise it with "
+                "ASSAY_LLM_ROW_TIMEOUT or --llm row_timeout=...)",
+            )
             return [failure] * len(questions)
         except JudgeFailure as failure:
             return [failure] * len(questions)
