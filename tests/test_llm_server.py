@@ -326,6 +326,7 @@ def test_cli_dry_run_makes_no_call_and_the_run_reports_usage(
     real = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
     assert real.returncode == 0, real.stderr
     assert proxy.calls == 2
-    assert "LLM: 2 calls over 2 of 2 rows" in real.stdout
+    said = " ".join(real.stdout.split())
+    assert "LLM, as recorded on the output's rows (earlier runs of it included): 2 calls" in said
     summary = json.loads((tmp_path / "rows.scored.jsonl.summary.json").read_text())
     assert summary["llm"]["calls"] == 2 and summary["llm"]["calls_per_row"] == 1.0

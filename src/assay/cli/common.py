@@ -336,12 +336,14 @@ def print_plan(
     )
 
 
-def print_usage(usage: Usage, rows_with_calls: int, rows: int) -> None:
-    """One line with a run's LLM accounting (nothing when no LLM was involved)."""
+def print_usage(usage: Usage, rows_with_calls: int, rows: int, label: str = "LLM") -> None:
+    """One line with a run's LLM accounting (nothing when no LLM was involved).
+
+    label: what the figures cover, e.g. "LLM" for what this command sent."""
     if usage.is_empty():
         return
     parts = [
-        f"LLM: {usage.calls} calls over {rows_with_calls} of {rows} rows",
+        f"{label}: {usage.calls} calls over {rows_with_calls} of {rows} rows",
         f"{usage.prompt_tokens} prompt + {usage.completion_tokens} completion tokens",
         f"{usage.cached_calls} answered by the cache",
     ]

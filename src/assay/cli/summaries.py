@@ -74,7 +74,10 @@ def print_run_summary(summary: RunSummary) -> None:
     for name, numbers in summary.detectors.items():
         if numbers.metric_tally is not None:
             print_ood_summary(numbers.metric_tally.summary(), name)
-    print_usage(summary.usage, summary.rows_with_calls, summary.rows)
+    # Read from the output's rows: a resumed, retried or finished run's figures include what
+    # earlier commands sent for it, so the line says so rather than pass for this one's spend.
+    label = "LLM, as recorded on the output's rows (earlier runs of it included)"
+    print_usage(summary.usage, summary.rows_with_calls, summary.rows, label)
     if not summary.already_complete:  # else nothing was written, and the note says so
         console.print(f"wrote {summary.output_path} and {summary.summary_path}", soft_wrap=True)
 
