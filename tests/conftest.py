@@ -6,6 +6,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
+import subprocess
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -257,3 +259,16 @@ def assert_relevance_contract(result: dict[str, Any]) -> None:
 def mean_follow_probability(result: dict[str, Any]) -> float:
     probabilities = [entry["follow_probability"] for entry in result["instructions_list"]]
     return float(sum(probabilities) / len(probabilities))
+
+
+def start_interruptible(command: Sequence[str], env: dict[str, str]) -> subprocess.Popen[str]:
+    """Start `command` (stdout dropped, stderr kept as text) so that SIGINT reaches it: a shell
+    starts background jobs with SIGINT ignored, and Ctrl-C reaches a run that has not."""
+    return subprocess.Popen(
+        list(command),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )

@@ -23,6 +23,7 @@ from assay.runner.local import RunControl, finished_fingerprint, run_fingerprint
 from assay.runner.retry import retry_failed_async
 from assay.runner.rows import DetectorScorer
 from assay.schema import JudgeFailure, RequestValidationError
+from conftest import start_interruptible
 
 HERE = Path(__file__).resolve().parent
 ASSAY_BIN = Path(sys.executable).with_name("assay")
@@ -346,15 +347,7 @@ def test_an_interrupted_run_says_so_and_resumes(tmp_path: Path, how: signal.Sign
     command = [*WITH_TEST_JUDGES, "run", str(data), "--out", str(out), "--judge", "slow"]
     command += ["--batch-size", "4", "--stream-batch-size", "8"]
     env = {**os.environ, "ASSAY_TEST_JUDGE_DELAY": "0.05"}
-    process = subprocess.Popen(
-        command,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        # A shell starts background jobs with SIGINT ignored; Ctrl-C reaches a run that has not.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
+    process = start_interruptible(command, env)
     try:
         wait_for_progress(checkpoint_path_for(out), process, rows=8)
         process.send_signal(how)

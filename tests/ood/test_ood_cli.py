@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -15,7 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 from chatbot import BANK_PROFILE, OVER_REFUSE, RunningChatbot, everyday_profile, running_bot
-from ood_cli import assay
+from ood_cli import assay, offline_env
+
+from conftest import start_interruptible
 
 
 @pytest.fixture
@@ -261,15 +261,7 @@ def test_an_interrupted_ood_says_so_and_what_it_kept(
     out = tmp_path / "ood.jsonl"
     command = [sys.executable, "-m", "assay.cli", "ood", "--use-case", str(profile_file)]
     command += ["--sut-url", f"{chatbot.url}/v1", "--out", str(out)]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ASSAY_LLM_")}
-    process = subprocess.Popen(
-        command,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
+    process = start_interruptible(command, offline_env())
     try:
         for _ in range(600):  # until the run is probing (the preflight question is the first)
             if chatbot.policy.requests >= 2 or process.poll() is not None:

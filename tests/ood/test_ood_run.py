@@ -25,10 +25,11 @@ from chatbot import (
     in_domain_rows,
     running_bot,
 )
-from ood_cli import assay
+from ood_cli import assay, offline_env
 
 from assay.runner import iter_output_lines
 from assay.runner.checkpoint import checkpoint_path_for
+from conftest import start_interruptible
 from test_runner_resume import wait_for_progress
 
 
@@ -248,15 +249,7 @@ def test_an_interrupted_metric_run_keeps_the_rows_it_finished(
     config = write_config(tmp_path / "cfg.yaml", chatbot)
     command = [sys.executable, "-m", "assay.cli", "run", str(data), "--metric", "llm.ood_detection"]
     command += ["--config", str(config), "--out", str(out), "--batch-size", "1"]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ASSAY_LLM_")}
-    process = subprocess.Popen(
-        command,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
+    process = start_interruptible(command, offline_env())
     try:
         wait_for_progress(checkpoint_path_for(out), process, rows=1)
         process.send_signal(signal.SIGINT)

@@ -75,5 +75,4 @@ def verdict_settings(name: str) -> dict[str, object]:
     and how it is asked, the cascade's band): a run resumed or found finished under other
     settings would mix two judges' verdicts in one output. Builds the judge (which calls
     nothing); the embedded judge's verdicts depend on the installed version alone."""
-    settings = getattr(get_judge(name), "verdict_settings", None)
-    return {"judge": name, **(settings() if settings else {})}
+    return {"judge": name, **get_judge(name).verdict_settings()}

@@ -54,3 +54,8 @@ class Judge(abc.ABC):
     async def answer(self, questions: Sequence[Question]) -> list[Verdict | JudgeFailure]:
         """Answer every question, in order. A question that cannot be answered gets a
         JudgeFailure in its place, never a made-up probability."""
+
+    def verdict_settings(self) -> dict[str, object]:
+        """What decides its verdicts besides the questions and the installed version (an LLM
+        judge's model and how it is asked), for the fingerprint of a resumable run."""
+        return {}

@@ -56,8 +56,7 @@ class CascadeJudge(Judge):
 
     def verdict_settings(self) -> dict[str, object]:
         """What decides its verdicts besides the questions: the band and the second judge's."""
-        second = getattr(self.second, "verdict_settings", None)
-        return {"band": list(self.band), **(second() if second else {})}
+        return {"band": list(self.band), **self.second.verdict_settings()}
 
     def uncertain(self, answer: Verdict | JudgeFailure) -> bool:
         if isinstance(answer, JudgeFailure):

@@ -174,15 +174,20 @@ class Unreachable(JudgeFailure):
     error or a timeout, nothing there is about to answer."""
 
 
-def _final_failure(error: Exception) -> JudgeFailure:
-    """The JudgeFailure for an error that is not (or no longer) retried."""
+def _final_failure(error: Exception, call_timeout: float) -> JudgeFailure:
+    """The JudgeFailure for an error that is not (or no longer) retried (call_timeout: the
+    setting a timed-out call ran out of, named in its message)."""
     if isinstance(error, openai.APIStatusError):
         detail = _error_detail(error)
         if error.status_code in (400, 404, 422) or refused_request(error):
             return RequestRejected(error.status_code, detail, error.code)
         return JudgeFailure(TRANSPORT, f"HTTP {error.status_code}: {detail}")
     if isinstance(error, openai.APITimeoutError):
-        return JudgeFailure(TIMEOUT, f"the LLM endpoint{_at(error)} did not answer in time")
+        return JudgeFailure(
+            TIMEOUT,
+            f"the LLM endpoint{_at(error)} did not answer in time (call_timeout "
+            f"{call_timeout:g}s; raise it with ASSAY_LLM_TIMEOUT or --llm call_timeout=...)",
+        )
     if isinstance(error, openai.APIConnectionError):
         return Unreachable(TRANSPORT, f"could not reach the LLM endpoint{_at(error)}: {error}")
     if isinstance(error, JudgeFailure):
@@ -252,13 +257,7 @@ async def call_with_retries(
             attempt, settings.retry_policy(), _classify, deadline=deadline, what="LLM call"
         )
     except GaveUp as gave_up:
-        failure = _final_failure(gave_up.error)
-        if isinstance(gave_up.error, openai.APITimeoutError):  # say which setting ran out
-            failure = JudgeFailure(
-                TIMEOUT,
-                f"{failure.message} (call_timeout {settings.call_timeout:g}s; raise it with "
-                "ASSAY_LLM_TIMEOUT or --llm call_timeout=...)",
-            )
+        failure = _final_failure(gave_up.error, settings.call_timeout)
         if gave_up.retry is None:
             raise failure from None
         # The same class as the last attempt's failure: an endpoint no attempt could connect to
