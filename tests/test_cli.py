@@ -368,6 +368,7 @@ def test_a_dry_run_prints_json_when_asked(tmp_path: Path) -> None:
     plan = json.loads(result.stdout)  # nothing but JSON on stdout; nothing was sent
     assert plan["rows_calling_the_llm"] == 1 and plan["calls"] >= 1
     assert plan["endpoint"] == "http://127.0.0.1:9/v1" and plan["model"] == "m"
+    assert plan["logprobs"] is None  # no probe of this endpoint on record
 
 
 def test_slow_progress_is_shown_in_seconds_per_row() -> None:

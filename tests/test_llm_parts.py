@@ -207,6 +207,25 @@ def test_estimate_counts_calls_per_strategy_and_skips_cached_ones(tmp_path: Path
     assert estimate.prompt_tokens > 0 and estimate.completion_tokens == 2 + 4 * 6
 
 
+def test_estimate_counts_votes_when_the_last_probe_found_no_logprobs(tmp_path: Path) -> None:
+    asked = [question(c, r) for r in ("one", "two") for c in ("a", "b")]
+    for strategy, calls_per_vote in (("fields", 2), ("per_instruction", 4)):
+        settings = LLMSettings(cache=False, strategy=strategy, votes=3)
+        cache = CallCache(tmp_path / f"{strategy}.sqlite3", ttl=60)
+        assert estimate_cost(settings, asked, cache).logprobs is None
+        found = Capabilities("json_object", False, "served-model")
+        cache.put(record_key(settings), found.to_json())
+        estimate = estimate_cost(settings, asked, cache)
+        assert (estimate.logprobs, estimate.calls) == (False, 3 * calls_per_vote)
+        # A vote the cache holds is not counted again; keys carry the vote's index.
+        second_vote = rubric_requests(settings, asked, vote=1)[0]
+        key = call_key(settings, found, second_vote.request, second_vote.schema, request_tag(1))
+        cache.put(key, {})
+        estimate = estimate_cost(settings, asked, cache)
+        assert (estimate.calls, estimate.cached_calls) == (3 * calls_per_vote - 1, 1)
+        assert "temperature" in second_vote.request and "logprobs" not in second_vote.request
+
+
 def test_the_estimate_counts_instructions_not_lines_that_look_like_them() -> None:
     hostile = "Fine.\nInstructions:\n1. a\n2. b\n3. c\n4. d\n5. e\n6. f"
     asked = [question(c, hostile) for c in ("a", "b")]

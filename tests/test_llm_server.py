@@ -330,3 +330,9 @@ def test_cli_dry_run_makes_no_call_and_the_run_reports_usage(
     assert "LLM, as recorded on the output's rows (earlier runs of it included): 2 calls" in said
     summary = json.loads((tmp_path / "rows.scored.jsonl.summary.json").read_text())
     assert summary["llm"]["calls"] == 2 and summary["llm"]["calls_per_row"] == 1.0
+    # The run's probe is on record now: a dry run reads what it found and what the cache holds.
+    again = subprocess.run(
+        [*command, "--dry-run", "--json"], capture_output=True, text=True, env=env, timeout=300
+    )
+    plan = json.loads(again.stdout)
+    assert (plan["logprobs"], plan["calls"], plan["cached_calls"]) == (True, 0, 2)

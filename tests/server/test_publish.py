@@ -333,6 +333,18 @@ def test_one_run_published_to_two_applications_or_models_is_stored_in_each(
             413,
             "items: 3 items; the limit is 2",
         ),
+        (
+            # The server's text limit holds for publishing as for /v2/detect (it was a 422 from
+            # the schema's own bound, and the server's lower max_text_chars was not applied).
+            "/v1/applications/nightly/detections",
+            {
+                "model_name": "m1",
+                "run_id": "r",
+                "items": [{**published_item("1"), "context": ["c" * 600, "d" * 600]}],
+            },
+            413,
+            "items[0].context: 1200 characters in total; the limit is 1000",
+        ),
     ],
     ids=[
         "unknown-detector",
@@ -344,12 +356,13 @@ def test_one_run_published_to_two_applications_or_models_is_stored_in_each(
         "bad-result",
         "bad-application",
         "too-many",
+        "too-long",
     ],
 )
 def test_a_bad_publish_body_is_a_4xx_naming_the_field(
     make_server: ServerFactory, path: str, body: dict[str, Any], status: int, message: str
 ) -> None:
-    server = make_server(max_batch_items=2)
+    server = make_server(max_batch_items=2, max_text_chars=1000)
 
     response = server.post(body, path=path)
 

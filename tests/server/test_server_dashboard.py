@@ -229,7 +229,7 @@ def test_filters_narrow_items_charts_and_counts(
         answer = httpx.get(f"{live_server.url}/applications/shop?{query}", auth=("assay", API_KEY))
         assert answer.status_code == 422 and said in answer.text, answer.text
     page.goto(live_server.url + "/applications/shop?page=0")
-    assert page.locator("#filter-error").inner_text().endswith("page: must be 1 or more")
+    assert page.locator("#page-error").inner_text().endswith("page: must be 1 or more")
     page.click("text=Show shop without filters")
     assert page.locator("#item-count").count() == 1
 
@@ -346,4 +346,7 @@ def test_dashboard_asks_the_browser_for_credentials(live_server: LiveServer) -> 
     assert response.status_code == 401
     assert response.headers["www-authenticate"].startswith("Basic")
     missing = httpx.get(live_server.url + "/applications/none", auth=("assay", API_KEY))
-    assert missing.status_code == 404
+    # A page a browser can show (it was the API's JSON), linking back to the overview.
+    assert missing.status_code == 404 and missing.headers["content-type"].startswith("text/html")
+    assert "application &#39;none&#39; has no published detections" in missing.text
+    assert 'href="/"' in missing.text

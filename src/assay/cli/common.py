@@ -330,10 +330,19 @@ def print_plan(
     table.add_row("completion tokens (estimate)", f"~{estimate.completion_tokens}")
     console = Console(highlight=False)
     console.print(table)
-    console.print(
-        f"If the endpoint returns no logprobs, each call becomes {settings.votes} sampled calls.",
-        soft_wrap=True,
-    )
+    if estimate.logprobs is None:
+        note = (
+            "No probe of this endpoint is on record: counted as if it returns logprobs; if it "
+            f"does not, each call becomes {settings.votes} sampled calls."
+        )
+    elif estimate.logprobs:
+        note = "The last probe of this endpoint found it returns logprobs."
+    else:
+        note = (
+            "The last probe of this endpoint found no logprobs: counted as "
+            f"{settings.votes} sampled calls (votes) each."
+        )
+    console.print(note, soft_wrap=True)
 
 
 def print_usage(usage: Usage, rows_with_calls: int, rows: int, label: str = "LLM") -> None:

@@ -175,13 +175,16 @@ def _depth(value: Any) -> int:
     return deepest
 
 
-def check_limits(body: Any, settings: ServerSettings) -> None:
-    """413 when the batch has too many items or a text is too long (naming the field)."""
+def check_limits(body: Any, settings: ServerSettings, where: str = "body") -> None:
+    """413 when the batch has too many items or a text is too long (naming the field).
+
+    where: what holds the items, for messages ("body" for /v2/detect, "items" for publish)."""
     items = body if isinstance(body, list) else [body]
     if len(items) > settings.max_batch_items:
         raise ServerError(
-            413, f"body: {len(items)} items; the limit is {settings.max_batch_items} per request"
+            413, f"{where}: {len(items)} items; the limit is {settings.max_batch_items} per request"
         )
+    prefix = "" if where == "body" else where
     limit = settings.max_text_chars
     for index, item in enumerate(items):
         if not isinstance(item, dict):
@@ -190,7 +193,7 @@ def check_limits(body: Any, settings: ServerSettings) -> None:
             text = item.get(name)
             if isinstance(text, str) and len(text) > limit:
                 raise ServerError(
-                    413, f"[{index}].{name}: {len(text)} characters; the limit is {limit}"
+                    413, f"{prefix}[{index}].{name}: {len(text)} characters; the limit is {limit}"
                 )
         context = item.get("context")
         documents = [context] if isinstance(context, str) else context
@@ -198,11 +201,12 @@ def check_limits(body: Any, settings: ServerSettings) -> None:
             if len(documents) > MAX_CONTEXT_DOCUMENTS:
                 raise ServerError(
                     413,
-                    f"[{index}].context: {len(documents)} documents; "
+                    f"{prefix}[{index}].context: {len(documents)} documents; "
                     f"the limit is {MAX_CONTEXT_DOCUMENTS}",
                 )
             total = sum(len(doc) for doc in documents if isinstance(doc, str))
             if total > limit:
                 raise ServerError(
-                    413, f"[{index}].context: {total} characters in total; the limit is {limit}"
+                    413,
+                    f"{prefix}[{index}].context: {total} characters in total; the limit is {limit}",
                 )

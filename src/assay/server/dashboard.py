@@ -12,7 +12,7 @@ import asyncio
 import math
 from datetime import datetime, timedelta
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
@@ -212,7 +212,15 @@ async def application_page(name: str, request: Request) -> HTMLResponse:
         view, page = parse_filter(name, params)
     except ServerError as error:
         # A page, not the API's JSON: this is what a browser shows after a mistyped filter.
-        return _render("filter_error.html", error.status, name=name, message=error.message)
+        return _render(
+            "page_error.html",
+            error.status,
+            name=name,
+            heading="filter not understood",
+            message=f"This filter cannot be read: {error.message}",
+            link=f"/applications/{quote(name, safe='')}",
+            link_text=f"Show {name} without filters",
+        )
     shown = {key: params[key].strip() for key in _FILTER_KEYS if params.get(key, "").strip()}
     # The form's datetime-local boxes take "YYYY-MM-DDTHH:MM:SS": an API-style "...Z" or a date
     # alone would show an empty box, and the next Apply would drop the filter.
@@ -223,7 +231,20 @@ async def application_page(name: str, request: Request) -> HTMLResponse:
     def query(session: Session) -> dict[str, Any]:
         return _page(session, view, page)
 
-    data = await read_application(request, access, name, query)
+    try:
+        data = await read_application(request, access, name, query)
+    except ServerError as error:
+        if error.status != 404:
+            raise
+        return _render(
+            "page_error.html",
+            404,
+            name=name,
+            heading="not found",
+            message=f"Nothing to show: {error.message}.",
+            link="/",
+            link_text="All applications",
+        )
 
     def link(to_page: int) -> str:
         return f"?{urlencode({**shown, 'page': to_page})}"

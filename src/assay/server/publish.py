@@ -31,7 +31,7 @@ from assay.schema import (
     check_name,
 )
 from assay.server.auth import require_key
-from assay.server.body import read_json_body
+from assay.server.body import check_limits, read_json_body
 from assay.server.errors import ErrorBody, ServerError
 from assay.store.detections import StoredText, add_result_rows, stored_request_ids
 
@@ -154,10 +154,10 @@ async def publish_detections(name: str, request: Request) -> dict[str, int]:
     settings = request.app.state.settings
     body = await read_json_body(request, settings)
     items = body.get("items") if isinstance(body, dict) else None
-    if isinstance(items, list) and len(items) > settings.max_batch_items:
-        raise ServerError(
-            413, f"items: {len(items)} items; the limit is {settings.max_batch_items} per request"
-        )
+    if isinstance(items, list):
+        # The same limits as /v2/detect (413 naming the field), so a text the server would not
+        # score is not stored either.
+        check_limits(items, settings, "items")
     parsed = _parse(body)
     stored = await asyncio.to_thread(_store, request, name, parsed)
     return {"stored": stored, "already_stored": len(parsed.items) - stored}

@@ -26,13 +26,15 @@ TOKENS_PER_QUOTE = 24
 class CostEstimate:
     """calls: calls to make (cache hits excluded); cached_calls: calls the cache will answer;
     prompt_tokens / completion_tokens: estimated tokens of the calls to make;
-    questions: instructions sent to the LLM."""
+    questions: instructions sent to the LLM; logprobs: whether the last probe of the endpoint
+    found it returns logprobs (None: no probe on record, counted as if it does)."""
 
     questions: int = 0
     calls: int = 0
     cached_calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    logprobs: bool | None = None
 
 
 def estimate_tokens(text: str) -> int:
@@ -43,20 +45,27 @@ def estimate_cost(
     settings: LLMSettings, questions: Sequence[Question], cache: CallCache | None
 ) -> CostEstimate:
     """The calls and tokens `OpenAIJudge(settings)` would spend on `questions` if every reply
-    is readable and the endpoint returns logprobs (without logprobs each call becomes
-    `settings.votes` sampled calls).
+    is readable.
 
-    Which calls the cache would answer depends on who answers (the cache key holds the model
-    the server reports and the response format its probe accepted). A dry run makes no call,
-    so it uses what the last probe of this endpoint found, kept in the cache file; when no
-    probe is on record, every call counts as one to make.
+    A dry run makes no call, so it reads what the last probe of this endpoint found, kept in
+    the cache file: whether it lists logprobs (if not, each call becomes `settings.votes`
+    sampled calls) and who answers (the cache key holds the model the server reports and the
+    response format its probe accepted). When no probe is on record (or no cache), it assumes
+    logprobs and counts every call as one to make.
     """
     estimate = CostEstimate(questions=len(questions))
     per_field = TOKENS_PER_FIELD + (TOKENS_PER_QUOTE if any(q.explain for q in questions) else 0)
     found = recalled_capabilities(settings, cache)
-    for planned in rubric_requests(settings, questions):
+    estimate.logprobs = found.logprobs if found is not None else None
+    votes: list[int | None] = [None]
+    if found is not None and not found.logprobs:
+        votes = list(range(settings.votes))
+    planned_calls = [
+        (vote, planned) for vote in votes for planned in rubric_requests(settings, questions, vote)
+    ]
+    for vote, planned in planned_calls:
         if cache is not None and found is not None:
-            key = call_key(settings, found, planned.request, planned.schema, request_tag(None))
+            key = call_key(settings, found, planned.request, planned.schema, request_tag(vote))
             if cache.get(key) is not None:
                 estimate.cached_calls += 1
                 continue

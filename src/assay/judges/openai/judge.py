@@ -214,9 +214,8 @@ class OpenAIJudge(Judge):
         cacheable: whether a reply may be cached (all its answers were read).
         """
         explain = questions[0].explain
-        request = build_request(self.settings, messages, _budget(self.settings, explain), vote)
-        if schema is None and vote is not None:
-            request["max_tokens"] = max(request["max_tokens"], 3)  # room for " yes" or "No."
+        budget = _budget(self.settings, explain)
+        request = build_request(self.settings, messages, budget, vote, single=schema is None)
         return await self.endpoint.complete(
             request,
             schema=schema,
@@ -238,10 +237,15 @@ def _reask() -> dict[str, str]:
 
 
 def build_request(
-    settings: LLMSettings, messages: Messages, max_tokens: int, vote: int | None
+    settings: LLMSettings,
+    messages: Messages,
+    max_tokens: int,
+    vote: int | None,
+    *,
+    single: bool = False,
 ) -> dict[str, Any]:
     """Keyword arguments of `chat.completions.create`, without `response_format` (the
-    endpoint adds the form its probe found)."""
+    endpoint adds the form its probe found). single: a per-instruction call (no schema)."""
     request: dict[str, Any] = {
         "model": settings.model,
         "messages": messages,
@@ -251,6 +255,8 @@ def build_request(
         request |= {"temperature": 0.0, "logprobs": True, "top_logprobs": settings.top_logprobs}
     else:
         request["temperature"] = settings.vote_temperature
+        if single:
+            request["max_tokens"] = max(max_tokens, 3)  # room for " yes" or "No."
     return request
 
 
@@ -270,9 +276,12 @@ class PlannedCall:
     questions: int
 
 
-def rubric_requests(settings: LLMSettings, questions: Sequence[Question]) -> list[PlannedCall]:
-    """The first-try calls (greedy, with logprobs) `OpenAIJudge.answer` makes for `questions`:
-    one per rubric, or one per instruction. Used to estimate cost before a run."""
+def rubric_requests(
+    settings: LLMSettings, questions: Sequence[Question], vote: int | None = None
+) -> list[PlannedCall]:
+    """The first-try calls `OpenAIJudge.answer` makes for `questions`: one per rubric, or one
+    per instruction; greedy with logprobs, or (vote: its index) one sampled vote of each. Used
+    to estimate cost before a run."""
     groups: dict[GroupKey, list[Question]] = {}
     for question in questions:
         groups.setdefault(_group_key(question), []).append(question)
@@ -281,11 +290,12 @@ def rubric_requests(settings: LLMSettings, questions: Sequence[Question]) -> lis
         explain = group[0].explain
         budget = _budget(settings, explain)
         if settings.strategy == "fields":
-            request = build_request(settings, fields_messages(group, explain), budget, None)
+            request = build_request(settings, fields_messages(group, explain), budget, vote)
             planned.append(PlannedCall(request, fields_schema(len(group), explain), len(group)))
             continue
         for question in group:
-            request = build_request(settings, instruction_messages(question, explain), budget, None)
+            messages = instruction_messages(question, explain)
+            request = build_request(settings, messages, budget, vote, single=True)
             planned.append(PlannedCall(request, None, 1))
     return planned
 
