@@ -66,8 +66,10 @@ def sample_columns(path: Path) -> list[str]:
     return list(seen)
 
 
+#: Keys every output line may write besides its texts and results.
+LINE_KEYS = ("row", "error", "usage")
 #: Keys an output line writes itself: input columns of these names are not carried through.
-OUTPUT_KEYS = ("row", "error", "usage", *DETECTORS)
+OUTPUT_KEYS = (*LINE_KEYS, *DETECTORS)
 
 
 def dropped_columns(columns: Iterable[str], column_map: Iterable[tuple[str, str]]) -> list[str]:

@@ -19,7 +19,7 @@ from assay.detectors import DETECTORS
 from assay.detectors.evaluate import check_encodable, detect_items, parse_item
 from assay.judges import judge_names
 from assay.judges.usage import collect_usage, item_key
-from assay.runner.columns import check_detector_columns
+from assay.runner.columns import LINE_KEYS, check_detector_columns
 from assay.runner.io import Row, UnreadableRow
 from assay.schema import DetectRequestItem, MustCompute, RequestValidationError
 
@@ -28,7 +28,7 @@ REQUEST_FIELDS = ("user_query", "context", "generated_text", "config")
 #: Request fields an output line carries, as they were scored.
 TEXT_FIELDS = ("user_query", "context", "generated_text")
 #: Keys of an output line that no passed-through column may take.
-RESERVED_KEYS = ("row", "error", "usage", *REQUEST_FIELDS)
+RESERVED_KEYS = (*LINE_KEYS, *REQUEST_FIELDS)
 #: Error kinds the runner itself gives a row (judges add their own, e.g. "timeout", "transport").
 INVALID_ROW = "invalid_row"
 TIMEOUT = "timeout"
