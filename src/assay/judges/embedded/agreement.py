@@ -66,7 +66,7 @@ class _Tokens:
             before = sentence[: m.start()].rstrip()
             if m.group(0)[0].isupper() and before and before[-1] not in _STARTERS:
                 names.add(len(low))
-            low.append(m.group(0).lower())
+            low.append(_word(m.group(0)))
         return _Tokens(tuple(low), frozenset(names))
 
     def neighbours(self, k: int) -> set[str]:
@@ -220,7 +220,12 @@ def stated_sentences(
 def known_words(context_text: str) -> frozenset[str]:
     """Every word and number of the context (lower-cased), not through `_Tokens.of`: a context
     can be long, and neither its name positions nor a cache entry of it are needed."""
-    return frozenset(m.group(0).lower() for m in _TOKEN.finditer(context_text))
+    return frozenset(_word(m.group(0)) for m in _TOKEN.finditer(context_text))
+
+
+def _word(token: str) -> str:
+    """A token as compared: lower-cased, a number in one spelling ("1,200" is "1200")."""
+    return T.canonical_number(token) if token[0].isdigit() else token.lower()
 
 
 def context_conflicts(

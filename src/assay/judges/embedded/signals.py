@@ -165,15 +165,18 @@ class Evidence:
 
     def __post_init__(self) -> None:
         # Notes join quoted sentences with SEPARATOR, so the texts must not hold it themselves;
-        # HTML is read as the text it renders.
-        self.response = T.from_html(self.response).replace(SEPARATOR, " ")
-        self.query = T.from_html(self.query).replace(SEPARATOR, " ") if self.query else self.query
-        self.context = tuple(T.from_html(doc).replace(SEPARATOR, " ") for doc in self.context)
+        # HTML is read as the text it renders, typographic apostrophes as plain ones.
+        self.response = T.readable(self.response).replace(SEPARATOR, " ")
+        self.query = T.readable(self.query).replace(SEPARATOR, " ") if self.query else self.query
+        self.context = tuple(T.readable(doc).replace(SEPARATOR, " ") for doc in self.context)
         # Sentences as written (for form: run-ons, lengths), and the units judged for meaning:
         # the same sentences with run-ons cut at clause boundaries, so that one long sentence
         # holding many claims is weighed claim by claim.
         self.written = T.split_sentences(self.response)[:MAX_RESPONSE_SENTENCES]
-        self.sentences = [u for s in self.written for u in T.clauses(s)][:MAX_RESPONSE_SENTENCES]
+        units = [u for s in self.written for u in T.clauses(s)]
+        # A courtesy ("Hope this helps!") is judged for form only, unless it is all there is.
+        units = [u for u in units if not T.courtesy(u)] or units
+        self.sentences = units[:MAX_RESPONSE_SENTENCES]
         statements = [s for doc in self.context for s in T.split_sentences(doc)]
         self.statements = statements[:MAX_CONTEXT_STATEMENTS]
         self.aspects = _query_aspects(self.query) if self.query else []

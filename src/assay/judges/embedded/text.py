@@ -64,6 +64,16 @@ STOPWORDS = frozenset(
 MIN_SENTENCE_WORDS = 4
 
 
+#: Typographic apostrophes (’ ‘ ʼ): contractions and negations are matched with a plain one.
+_APOSTROPHES = str.maketrans(dict.fromkeys("\u2019\u2018\u02bc", "'"))
+
+
+def readable(text: str) -> str:
+    """`text` as the judges read it: HTML as the text it renders (`from_html`), typographic
+    apostrophes as plain ones ("aren’t" is "aren't", a negation, not "aren" and "t")."""
+    return from_html(text).translate(_APOSTROPHES)
+
+
 def from_html(text: str) -> str:
     """`text` as plain lines when it is HTML: block tags end a line, headings are dropped (like
     markdown's), a <pre> block becomes a fenced one, a table row's cells are joined by commas,
@@ -104,7 +114,8 @@ def _lines(text: str) -> list[tuple[str, bool]]:
 def split_sentences(text: str) -> list[str]:
     """Split text into sentences and list items, keeping each piece's original wording (less
     markdown layout: see `_lines`). Pieces under MIN_SENTENCE_WORDS words are glued to the one
-    before (short list items too: tried as units of their own, see DEVELOPERS.md)."""
+    before (short list items too: tried as units of their own, see DEVELOPERS.md), except a
+    courtesy ("Hope this helps!"), which the judge sets aside."""
     pieces: list[str] = []
     for line, own_unit in _lines(text):
         if not line:
@@ -117,12 +128,13 @@ def split_sentences(text: str) -> list[str]:
             part = part.translate(_SHOW).strip()
             if not part:
                 continue
-            if pieces and not own_unit and len(part.split()) < MIN_SENTENCE_WORDS:
+            short = len(part.split()) < MIN_SENTENCE_WORDS and not courtesy(part)
+            if pieces and not own_unit and short:
                 pieces[-1] = f"{pieces[-1]} {part}"
             else:
                 pieces.append(part)
             own_unit = False
-    if len(pieces) > 1 and len(pieces[0].split()) < MIN_SENTENCE_WORDS:
+    if len(pieces) > 1 and len(pieces[0].split()) < MIN_SENTENCE_WORDS and not courtesy(pieces[0]):
         pieces[1] = f"{pieces[0]} {pieces[1]}"
         pieces.pop(0)
     return pieces or [text.strip()]
@@ -219,6 +231,25 @@ _SOURCE_REMARK = re.compile(
 )
 
 
+_COURTESY = re.compile(
+    r"^\W*(?:(?:i\s+)?hope\s+(?:this|that|it)\s+helps"
+    r"|(?:please\s+)?(?:let\s+me|let\s+us)\s+know\s+if"
+    r"|(?:please\s+)?feel\s+free\s+to\s+(?:ask|reach\s+out|contact|let)"
+    r"|(?:i'm|i\s+am|we're|we\s+are)\s+(?:always\s+)?(?:happy|glad)\s+to\s+help"
+    r"|is\s+there\s+anything\s+else"
+    r"|if\s+you\s+have\s+any\s+(?:other|more|further)\s+questions"
+    r"|great\s+question(?=\W*$))\b[^.!?,;:\d]*[.!?]*\W*$",
+    re.I,
+)
+
+
+def courtesy(sentence: str) -> bool:
+    """Whether a sentence is only a courtesy ("Let me know if you have any other questions.",
+    "Hope this helps!"): it says nothing about the question, so it is neither a tangent nor an
+    unsupported claim."""
+    return _COURTESY.match(sentence) is not None
+
+
 def source_remark(sentence: str) -> bool:
     """Whether a sentence says what the sources do not state ("The policy doesn't say how many
     days part-timers get") or whom to ask ("HR can confirm it"): a remark, not a claim that could
@@ -239,11 +270,18 @@ def numbers(text: str) -> set[str]:
         before = text[max(0, match.start() - 40) : match.start()]
         if _NAMED.search(before):
             continue
-        value = match.group(0).rstrip(".,")
-        if re.fullmatch(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?", value):
-            value = value.replace(",", "")
-        out.add(value)
+        out.add(canonical_number(match.group(0).rstrip(".,")))
     return out
+
+
+def canonical_number(value: str) -> str:
+    """One spelling per figure: thousands commas and a decimal part's trailing zeros dropped
+    ("1,200" is "1200", "25.00" is "25", "2.50" is "2.5"); a decimal comma ("2,5") is kept."""
+    if re.fullmatch(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?", value):
+        value = value.replace(",", "")
+    if re.fullmatch(r"\d+\.\d+", value):
+        value = value.rstrip("0").rstrip(".")
+    return value
 
 
 def explanation_markers(text: str) -> int:

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 from assay.judges.embedded.embedding_cache import CachedEncoder, shared_encoder
 from assay.judges.embedded.encoder import Matrix
-from assay.judges.embedded.text import from_html
+from assay.judges.embedded.text import readable
 from assay.metrics.ood.calibration import EmbeddingProbe, load_model, load_probe
 
 REFUSAL_FEATURES = (
@@ -198,7 +198,8 @@ def refusal_features(
     encoder = encoder or shared_encoder()
     if not replies:
         return []
-    replies = [from_html(reply) for reply in replies]  # a web bot's HTML reads as its text
+    # A web bot's HTML reads as its text; "I can’t" matches the cues written with "'".
+    replies = [readable(reply) for reply in replies]
     if queries is not None:
         replies = [without_query(r, q) for r, q in zip(replies, queries, strict=True)]
     openings = [_opening(reply) or "(empty reply)" for reply in replies]
@@ -253,6 +254,7 @@ def refusal_probabilities(
 def matched_cues(reply: str) -> list[str]:
     """The refusal phrases found in `reply`, for explanations (at most three)."""
     found: list[str] = []
+    reply = readable(reply)
     for pattern in (_DECLINE, _NORM, _REDIRECT, _NO_ACCESS, _PREMISE, _SOFT):
         found.extend(match.group(0) for match in pattern.finditer(reply))
     return list(dict.fromkeys(found))[:3]
