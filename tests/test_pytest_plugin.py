@@ -179,6 +179,15 @@ def test_bad_arguments_are_value_errors_naming_what_is_wrong() -> None:
             assert_detect(ON_TOPIC, user_query=QUERY, min_score=wrong)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="no detector has the inputs given"):
         assert_detect(ON_TOPIC)
+    # A misspelt detector is named as such (min_score's correctly spelt key was blamed).
+    for detectors in ("output_relevence", ["output_relevence"]):
+        with pytest.raises(ValueError, match="detectors: unknown detector 'output_relevence'"):
+            assert_detect(
+                ON_TOPIC,
+                user_query=QUERY,
+                detectors=detectors,
+                min_score={"output_relevance": 0.9},
+            )
 
 
 def test_assert_detect_returns_the_result_when_it_passes() -> None:

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
 import contextvars
 import functools
+import os
 import threading
 import weakref
 from collections.abc import Callable, Coroutine
@@ -69,6 +72,9 @@ class LoopThread:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._stop: weakref.finalize[Any, Any] | None = None
+        # The process that started the thread: a forked child inherits the loop but not the
+        # thread that runs it, so its calls would wait forever; it starts its own.
+        self._pid = os.getpid()
 
     @property
     def started(self) -> bool:
@@ -79,24 +85,36 @@ class LoopThread:
         future = asyncio.run_coroutine_threadsafe(coro, self._running_loop())
         try:
             return future.result()
+        except concurrent.futures.CancelledError:
+            # `close()` from another thread cancelled this call (it waited forever before).
+            raise RuntimeError("the client was closed while this call was running") from None
         except BaseException:
             # Interrupted while waiting (Ctrl-C): stop the call as well. A no-op when the
             # coroutine itself raised, since it is done by then.
             future.cancel()
             raise
 
-    def close(self) -> None:
-        """Stop the loop and wait for its thread; a later `run` starts a new one."""
+    def close(self, last: Callable[[], Coroutine[Any, Any, Any]] | None = None) -> None:
+        """Cancel the calls still running (their callers get RuntimeError), run `last` (e.g.
+        closing a connection pool), stop the loop and wait for its thread; a later `run`
+        starts a new one."""
         with self._lock:
-            thread, stop = self._thread, self._stop
+            loop, thread, stop = self._loop, self._thread, self._stop
             self._loop = self._thread = self._stop = None
-        if thread is None or stop is None:
+        if loop is None or thread is None or stop is None or self._pid != os.getpid():
             return
+        if thread is not threading.current_thread():
+            finished = asyncio.run_coroutine_threadsafe(_finish(last), loop)
+            with contextlib.suppress(Exception):
+                finished.result(timeout=CLOSE_SECONDS)
         stop()
         thread.join()
 
     def _running_loop(self) -> asyncio.AbstractEventLoop:
         with self._lock:
+            if self._pid != os.getpid():  # forked: the parent's loop has no thread here
+                self._pid = os.getpid()
+                self._loop = self._thread = self._stop = None
             if self._loop is None:
                 loop = asyncio.new_event_loop()
                 thread = threading.Thread(target=_serve, args=(loop,), name=self._name, daemon=True)
@@ -105,6 +123,20 @@ class LoopThread:
                 self._stop = weakref.finalize(self, loop.call_soon_threadsafe, loop.stop)
                 self._loop, self._thread = loop, thread
             return self._loop
+
+
+#: Longest `LoopThread.close` waits for cancelled calls to finish.
+CLOSE_SECONDS = 5.0
+
+
+async def _finish(last: Callable[[], Coroutine[Any, Any, Any]] | None) -> None:
+    """Cancel every other task on this loop, wait until they have finished, then run `last`."""
+    others = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+    for task in others:
+        task.cancel()
+    await asyncio.gather(*others, return_exceptions=True)
+    if last is not None:
+        await last()
 
 
 def _serve(loop: asyncio.AbstractEventLoop) -> None:

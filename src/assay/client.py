@@ -47,6 +47,7 @@ from assay.responses import DetectResponse, DetectResponseItem, Job, JobWaitTime
 from assay.retries import GaveUp, RetryPolicy, retry
 from assay.schema import DetectorFailed, DetectRequestItem, RequestValidationError
 from assay.transport import (
+    APIConnectionError,
     APIError,
     NotFoundError,
     classify,
@@ -133,6 +134,26 @@ def env_auth_header() -> str | None:
     return f"Bearer {key}" if key else None
 
 
+#: Seconds to wait for each HTTP request: past a server's default bound on judging one request
+#: (`judge_timeout_seconds`, 120 s), so a slow judge answers before the client gives up and
+#: sends the request again (which judges, and with `publish`, stores it again).
+DEFAULT_TIMEOUT = 150.0
+
+
+def checked_auth_header(header: str) -> str:
+    """`header` without surrounding whitespace (a key read from a file keeps its newline);
+    APIConnectionError, without echoing the secret, if it cannot go in an HTTP header."""
+    header = header.strip()
+    for position, char in enumerate(header):
+        if not (" " <= char <= "~" or char == "\t"):
+            what = "a line break" if char in "\r\n" else f"the character U+{ord(char):04X}"
+            raise APIConnectionError(
+                f"could not send the request: auth_header has {what} at position {position} "
+                "(the header is not shown: it holds a secret); check auth_header or ASSAY_API_KEY"
+            )
+    return header
+
+
 # --- clients ------------------------------------------------------------------------------------
 
 
@@ -144,7 +165,7 @@ class _ClientBase:
         self,
         auth_header: str | None = None,
         base_url: str | None = None,
-        timeout: float = 60.0,
+        timeout: float = DEFAULT_TIMEOUT,
         max_retries: int = 2,
         judge: str | None = None,
     ) -> None:
@@ -178,7 +199,7 @@ class _ClientBase:
     def _headers(self) -> dict[str, str]:
         headers = {"Accept": "application/json"}
         if self.auth_header is not None:
-            headers["Authorization"] = self.auth_header
+            headers["Authorization"] = checked_auth_header(self.auth_header)
         return headers
 
     async def _detect_in_process(self, items: list[Any]) -> DetectResponse:
@@ -321,7 +342,8 @@ class Client(_ClientBase):
         `Bearer $ASSAY_API_KEY` when that is set; unused in-process.
     base_url: the server (e.g. "http://127.0.0.1:8000"); default `$ASSAY_BASE_URL`, else
         `$CLIENT_BASE_URL`; with none, detection runs in this process.
-    timeout: seconds to wait for each HTTP request.
+    timeout: seconds to wait for each HTTP request (default 150, above a server's 120 s bound
+        on judging one request).
     max_retries: retries after a 429, a 5xx or a connection failure.
     judge: in-process judge backend for detectors whose config names none (default
         `$ASSAY_JUDGE`, else "embedded").
@@ -359,9 +381,7 @@ class Client(_ClientBase):
     def close(self) -> None:
         """Close the HTTP connection pool and the client's loop thread (nothing to do
         in-process)."""
-        if self._loop.started:
-            self._loop.run(self._close_http())
-        self._loop.close()
+        self._loop.close(self._close_http)
 
     def __enter__(self) -> Client:
         return self

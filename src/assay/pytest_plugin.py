@@ -38,6 +38,12 @@ def _detector_names(
         names = [detectors] if isinstance(detectors, str) else list(detectors)
         if not names:
             raise ValueError("detectors: name at least one detector")
+        unknown = [name for name in names if name not in DETECTORS]
+        if unknown:  # before min_score is checked against these names
+            raise ValueError(
+                f"detectors: unknown detector {unknown[0]!r}; known detectors: "
+                f"{', '.join(DETECTORS)}"
+            )
         return names
     given = {"generated_text"}
     if user_query is not None:

@@ -110,6 +110,9 @@ def test_publish_stores_and_read_endpoints_report_it(live_server: LiveServer) ->
         "/v1/applications/shop/detections", params={"limit": 1, "offset": 1}
     ).json()
     assert second["items"][0]["id"] != page["items"][0]["id"]
+    # A query parameter is named as the other messages name fields (it read "query.limit: ...").
+    bad = live_server.get("/v1/applications/shop/detections", params={"limit": "many"})
+    assert bad.status_code == 422 and bad.json()["message"].startswith("limit: ")
     stored = page["items"][0]
     assert stored["detector"] == "output_relevance"
     assert_relevance_contract(stored["result"])
@@ -313,9 +316,11 @@ def test_async_job_whose_detector_fails_is_marked_failed(
     live_server: LiveServer, half_broken: str
 ) -> None:
     item = _two_detectors(half_broken, "all_or_none") | {"async_mode": True}
-    job_id = live_server.post([item]).json()[0]["job_id"]
+    # Third in its request: the job's error names no position (it said "[0]", another item).
+    job_id = live_server.post([relevance_item(), relevance_item(), item]).json()[2]["job_id"]
     job = live_server.wait_for_job(job_id)
     assert job["state"] == "failed" and "completeness" in job["error"]
+    assert not job["error"].startswith("[")
     assert _stored_rows(live_server) == 0
 
 

@@ -16,8 +16,12 @@ import type { DetectRequestItem } from "./wire.js";
 
 /** Where the client looks for the server when `baseURL` is not given. */
 export const DEFAULT_BASE_URL = "http://127.0.0.1:8000";
-/** Milliseconds each attempt may take by default (the judge may run on a CPU). */
-export const DEFAULT_TIMEOUT_MS = 60_000;
+/**
+ * Milliseconds each attempt may take by default: above a server's default bound on judging one
+ * request (120 s), so a slow judge answers before the client gives up and sends the request
+ * again (which judges it, and with `publish` stores it, a second time).
+ */
+export const DEFAULT_TIMEOUT_MS = 150_000;
 /** Retries after the first attempt by default. */
 export const DEFAULT_MAX_RETRIES = 2;
 
@@ -29,7 +33,7 @@ export interface ClientOptions {
   /** Server root; default `$ASSAY_BASE_URL`, then `$CLIENT_BASE_URL`, then
    * `http://127.0.0.1:8000`. */
   baseURL?: string;
-  /** Milliseconds each attempt may take (default 60000). */
+  /** Milliseconds each attempt may take (default 150000). */
   timeout?: number;
   /** Retries on 408/409/429/5xx, timeouts and connection errors (default 2). */
   maxRetries?: number;
@@ -51,6 +55,31 @@ function checkedBaseURL(value: string): string {
     throw new AssayError(`baseURL: ${JSON.stringify(value)} must start with http:// or https://`);
   }
   return value.replace(/\/+$/, "");
+}
+
+/**
+ * `header` without surrounding whitespace (a key read from a file keeps its newline); an
+ * AssayError naming the first character an HTTP header cannot carry, without echoing the secret.
+ */
+function checkedAuthHeader(header: string | undefined): string | undefined {
+  if (header === undefined) {
+    return undefined;
+  }
+  const trimmed = String(header).trim();
+  for (let position = 0; position < trimmed.length; position++) {
+    const code = trimmed.charCodeAt(position);
+    if (!((code >= 0x20 && code <= 0x7e) || code === 0x09)) {
+      const what =
+        code === 0x0a || code === 0x0d
+          ? "a line break"
+          : `the character U+${code.toString(16).toUpperCase().padStart(4, "0")}`;
+      throw new AssayError(
+        `authHeader: has ${what} at position ${position} (the header is not shown: it holds a ` +
+          "secret); check authHeader or ASSAY_API_KEY",
+      );
+    }
+  }
+  return trimmed;
 }
 
 /** `value` if it is a finite number, above zero (timeouts) or a whole number >= 0 (retries). */
@@ -134,9 +163,10 @@ export class Client {
    *   naming the option.
    */
   constructor(options: ClientOptions = {}) {
-    const authHeader =
+    const authHeader = checkedAuthHeader(
       options.authHeader ??
-      (environment("ASSAY_API_KEY") ? `Bearer ${environment("ASSAY_API_KEY")}` : undefined);
+        (environment("ASSAY_API_KEY") ? `Bearer ${environment("ASSAY_API_KEY")}` : undefined),
+    );
     this.baseURL = checkedBaseURL(
       options.baseURL ??
         environment("ASSAY_BASE_URL") ??

@@ -158,10 +158,27 @@ describe("Client options", () => {
     assert.equal(new Client({ maxRetries: 0 }).maxRetries, 0);
   });
 
-  test("defaults: 60 s per attempt, 2 retries", () => {
+  test("defaults: 150 s per attempt (above the server's 120 s judging bound), 2 retries", () => {
     const client = new Client({ baseURL: "http://127.0.0.1:1" });
-    assert.equal(client.timeout, 60_000);
+    assert.equal(client.timeout, 150_000);
     assert.equal(client.maxRetries, 2);
+  });
+
+  test("an auth header is trimmed, and one an HTTP header cannot carry is named, not shown", () => {
+    new Client({ authHeader: "Bearer key-one\n" }); // a key read from a file: trimmed
+    for (const [header, what] of [
+      ["Bearer key\none", /a line break at position 10/],
+      ["Bearer key-one\u200b", /the character U\+200B at position 14/],
+    ] as const) {
+      assert.throws(
+        () => new Client({ authHeader: header }),
+        (error: unknown) =>
+          error instanceof AssayError &&
+          what.test(error.message) &&
+          error.message.startsWith("authHeader:") &&
+          !error.message.includes("Bearer"),
+      );
+    }
   });
 });
 

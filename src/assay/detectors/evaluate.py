@@ -7,6 +7,7 @@ labels, and a judge failure becomes an explicit error, never a number.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import defaultdict
 from collections.abc import Collection, Sequence
@@ -263,7 +264,8 @@ async def detect_items(
 
     answers: dict[tuple[int, str], list[Verdict | JudgeFailure]] = defaultdict(list)
     for backend, batch in questions.items():
-        verdicts = await _answer(get_judge(backend), batch)
+        # Off the event loop: the first call builds the judge, loading its model (0.6 s).
+        verdicts = await _answer(await asyncio.to_thread(get_judge, backend), batch)
         for (item_index, name, _), verdict in zip(plan[backend], verdicts, strict=True):
             answers[(item_index, name)].append(verdict)
 

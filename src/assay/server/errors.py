@@ -41,6 +41,9 @@ def error_response(
 
 
 def _location(loc: Sequence[int | str]) -> str:
+    """`limit` for FastAPI's ("query", "limit"): the field as the other messages name it."""
+    if len(loc) > 1 and loc[0] in ("query", "path", "header", "cookie"):
+        loc = loc[1:]
     return ".".join(str(part) for part in loc)
 
 

@@ -154,7 +154,10 @@ class JobWorker:
             await asyncio.to_thread(jobs.release, self.store, job, "server stopped", refund=True)
             raise
         except DetectorFailed as error:
-            await asyncio.to_thread(jobs.fail, self.store, job, str(error))
+            # Judged alone, the item is "[0]" to the detectors; the job is one item, so its
+            # error names no position (it pointed at the request's first item).
+            message = str(DetectorFailed(error.detector, error.failure))
+            await asyncio.to_thread(jobs.fail, self.store, job, message)
             return
         except Exception as error:
             logger.exception("job %s failed unexpectedly; it will be retried", job.id)
