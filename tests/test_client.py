@@ -143,6 +143,10 @@ def test_detect_function_scores_one_response() -> None:
     quiet = assay.detect(ON_TOPIC, user_query=QUERY, explain=False)
     assert {entry["explanation"] for entry in quiet.output_relevance["instructions_list"]} == {""}
     off_topic = assay.detect(OFF_TOPIC, user_query=QUERY)
+    # By default every detector whose inputs are given, as assay run and assert_detect do.
+    both = assay.detect(ON_TOPIC, user_query=QUERY, context=["A context document."])
+    assert list(both) == ["output_relevance", "completeness"]
+    assert list(assay.detect(ON_TOPIC, context=["A context document."])) == ["completeness"]
     assert mean_follow_probability(off_topic["output_relevance"]) < mean_follow_probability(
         result["output_relevance"]
     )
@@ -151,6 +155,9 @@ def test_detect_function_scores_one_response() -> None:
 def test_detect_function_names_the_missing_argument() -> None:
     with pytest.raises(RequestValidationError) as caught:
         assay.detect(ON_TOPIC)
+    assert caught.value.field == "detectors" and "no detector has the inputs" in str(caught.value)
+    with pytest.raises(RequestValidationError) as caught:
+        assay.detect(ON_TOPIC, detectors="output_relevance")
     assert caught.value.field == "user_query"
     for detectors in ((), "toxicity"):
         with pytest.raises(RequestValidationError) as caught:

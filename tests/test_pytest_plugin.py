@@ -9,6 +9,11 @@ from __future__ import annotations
 from importlib.metadata import entry_points
 from pathlib import Path
 
+# Loaded before the inner runs: pytester takes modules an inner run imports out of sys.modules
+# afterwards, and numpy's C extension cannot be loaded twice in one process (run alone, this
+# file's second inner run failed with "cannot load module more than once per process").
+import numpy  # noqa: F401
+import onnxruntime  # noqa: F401
 import pytest
 
 from assay.pytest_plugin import AssayClient, assert_detect

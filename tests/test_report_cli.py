@@ -293,6 +293,13 @@ def test_an_empty_or_csv_output_is_unusable_and_named_as_the_argument(tmp_path: 
     assert not (tmp_path / "empty.report.html").exists()
     assert not_an_output.returncode == 2
     assert not_an_output.stderr.startswith("error: OUTPUT: unsupported output type '.csv'")
+    # An input file (no row has a result or an error) was an empty page and exit 0.
+    inputs = tmp_path / "rows.jsonl"
+    inputs.write_text('{"user_query": "q", "generated_text": "a"}\n', encoding="utf-8")
+    unscored = assay("report", str(inputs))
+    assert unscored.returncode == 2
+    assert "is it an input file? Score it with `assay run` first" in unscored.stderr
+    assert not (tmp_path / "rows.report.html").exists()
 
 
 def test_a_parquet_output_reports_the_same_numbers_as_its_jsonl(

@@ -414,3 +414,18 @@ def test_a_cache_flag_given_wins_over_the_environment(
     monkeypatch.setenv("ASSAY_LLM_CACHE", env)
     apply_llm_options(flag, None, None)
     assert get_judge("openai").settings.cache is used  # type: ignore[attr-defined]
+
+
+def test_a_rerun_of_a_finished_run_keeps_its_embedding_cache_counts(tmp_path: Path) -> None:
+    data = write_jsonl(tmp_path / "rows.jsonl", make_rows(3))
+    out = tmp_path / "out.jsonl"
+    scorer = DetectorScorer(("output_relevance",))
+    run_file(data, out, scorer=scorer, control=RunControl(keep_finished=True))
+    summary_path = out.with_name(out.name + ".summary.json")
+    recorded = json.loads(summary_path.read_text())
+    recorded["embedding_cache"] = {"hits": 7, "misses": 21, "hit_rate": 0.25}
+    summary_path.write_text(json.dumps(recorded))
+    again = run_file(data, out, scorer=scorer, control=RunControl(keep_finished=True))
+    assert again.already_complete
+    # Nothing was encoded this time; the counts are those of the run that scored the rows.
+    assert json.loads(summary_path.read_text())["embedding_cache"] == recorded["embedding_cache"]

@@ -16,7 +16,7 @@ from typing import Any, Literal, ParamSpec, overload
 
 from assay._sync import run_sync
 from assay.client import AsyncClient, Client, DetectResponseItem, resolve_base_url
-from assay.detectors import DETECTORS
+from assay.detectors import DETECTORS, detectors_for_inputs
 from assay.detectors.evaluate import detect_items, parse_item
 from assay.responses import short_result
 from assay.schema import RequestValidationError
@@ -214,7 +214,7 @@ def detect(
     generated_text: str,
     user_query: str | None = None,
     context: str | Sequence[str] | None = None,
-    detectors: str | Iterable[str] = ("output_relevance",),
+    detectors: str | Iterable[str] | None = None,
     explain: bool = True,
     *,
     judge: str | None = None,
@@ -225,14 +225,22 @@ def detect(
     user_query: the question it answers (required by output_relevance; completeness uses it
         when given).
     context: the context document(s) it should draw on (required by completeness).
-    detectors: the detector name(s) to run.
+    detectors: the detector name(s) to run; default every detector whose inputs are given
+        (output_relevance with a query, completeness with a context), as `assay run` does.
     explain: whether each instruction gets an explanation (by default it does, as everywhere
         else; False leaves them empty).
     judge: judge backend (default `$ASSAY_JUDGE`, else "embedded").
     Raises `RequestValidationError` naming the offending argument, and `DetectorFailed` when a
     detector cannot score the response.
     """
-    names = [detectors] if isinstance(detectors, str) else list(detectors)
+    if detectors is None:
+        names = detectors_for_inputs(user_query, context)
+        if not names:
+            raise RequestValidationError(
+                "detectors", "no detector has the inputs given; pass user_query and/or context"
+            )
+    else:
+        names = [detectors] if isinstance(detectors, str) else list(detectors)
     unknown = [name for name in names if name not in DETECTORS]
     if not names or unknown:
         problem = f"unknown detector {unknown[0]!r}" if unknown else "names no detector"

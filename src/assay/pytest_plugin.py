@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from assay.client import Client, DetectResponseItem
-from assay.detectors import DETECTORS
+from assay.detectors import DETECTORS, detectors_for_inputs
 
 #: Score a detector must reach when no `min_score` is given (the runner's pass mark too).
 DEFAULT_MIN_SCORE = 0.7
@@ -45,12 +45,7 @@ def _detector_names(
                 f"{', '.join(DETECTORS)}"
             )
         return names
-    given = {"generated_text"}
-    if user_query is not None:
-        given.add("user_query")
-    if context is not None:
-        given.add("context")
-    names = [d.name for d in DETECTORS.values() if set(d.required_inputs) <= given]
+    names = detectors_for_inputs(user_query, context)
     if not names:
         raise ValueError("no detector has the inputs given; pass user_query and/or context")
     return names

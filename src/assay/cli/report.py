@@ -176,6 +176,14 @@ def report_command(
         tally = reporting.collect(_counted(iter_output_lines(output), "reading"), label_column)
         if not tally.rows:
             raise RequestValidationError("OUTPUT", f"{output} holds no rows to report on")
+        if not tally.scorers and not tally.rows_with_errors:
+            # Every line lacks both a result and an error: an input file, not a run's output
+            # (it wrote an empty page and exited 0).
+            raise RequestValidationError(
+                "OUTPUT",
+                f"no row of {output} has a scored result or an error: is it an input file? "
+                "Score it with `assay run` first and report on that output",
+            )
         if label_column and tally.gold_column is None:
             raise RequestValidationError(
                 "label_column", f"no row of {output} has a column {label_column!r}"

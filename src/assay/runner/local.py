@@ -343,7 +343,12 @@ async def drive_run(
         if finished_fingerprint(output_path) == this_run:
             settings = settings_fingerprint(scorer)
             summary = write_summary(
-                input_path, output_path, scorer.score_names, this_run, settings=settings
+                input_path,
+                output_path,
+                scorer.score_names,
+                this_run,
+                embedding=_recorded_cache_stats(output_path),
+                settings=settings,
             )
             summary.already_complete = True
             return summary
@@ -433,6 +438,17 @@ def finished_fingerprint(output_path: Path, key: str = "fingerprint") -> str | N
         return None
     value = data.get(key) if isinstance(data, dict) else None
     return value if isinstance(value, str) else None
+
+
+def _recorded_cache_stats(output_path: Path) -> CacheStats | None:
+    """The embedding cache counts the summary next to `output_path` records: a rerun that
+    scores nothing keeps those of the run that scored the rows (it wrote zeros over them)."""
+    try:
+        data = json.loads(summary_path_for(output_path).read_text(encoding="utf-8"))
+        recorded = data["embedding_cache"]
+        return CacheStats(hits=int(recorded["hits"]), misses=int(recorded["misses"]))
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
 
 
 def settings_fingerprint(scorer: RowScorer) -> str:
