@@ -354,6 +354,13 @@ RELEVANCE_CONFIG = {"output_relevance": {"detector_name": "default", "explain": 
         ({"config": {}}, "config"),
         ({"config": {"nope": {}}}, "nope"),
         ({"config": {"output_relevance": True}}, "output_relevance"),
+        # Checked when decorating, not on the first call after the function ran.
+        ({"config": {"output_relevance": {"explian": True}}}, "config.output_relevance.explian"),
+        ({"config": {"output_relevance": {"explain": "true"}}}, "output_relevance.explain"),
+        ({"config": {"output_relevance": {"detector_name": "hall_v2"}}}, "detector_name"),
+        ({"config": {"output_relevance": {"judge": "opneai"}}}, "unknown judge 'opneai'"),
+        ({"publish": True, "application_name": "my bot", "model_name": "m"}, "application_name:"),
+        ({"publish": True, "application_name": "a", "model_name": "m m"}, "model_name:"),
     ],
 )
 def test_detect_rejects_bad_arguments(arguments: dict[str, Any], word: str) -> None:

@@ -14,12 +14,23 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, ParamSpec, overload
 
+from pydantic import ValidationError
+
 from assay._sync import run_sync
 from assay.client import AsyncClient, Client, DetectResponseItem, resolve_base_url
 from assay.detectors import DETECTORS, detectors_for_inputs
 from assay.detectors.evaluate import detect_items, parse_item
+from assay.judges import judge_names
 from assay.responses import short_result
-from assay.schema import RequestValidationError
+from assay.schema import (
+    APPLICATION_NAME_PATTERN,
+    APPLICATION_NAME_RULE,
+    MODEL_NAME_PATTERN,
+    MODEL_NAME_RULE,
+    DetectorConfig,
+    RequestValidationError,
+    check_name,
+)
 
 __all__ = ["RETURNABLE_FIELDS", "Detect", "DetectResult", "detect"]
 
@@ -105,9 +116,18 @@ class Detect:
         self.must_compute = must_compute
         self.async_mode = bool(async_mode)
         self.publish = bool(publish) or self.async_mode
-        for name, value in (("application_name", application_name), ("model_name", model_name)):
+        names = (
+            ("application_name", application_name, APPLICATION_NAME_PATTERN, APPLICATION_NAME_RULE),
+            ("model_name", model_name, MODEL_NAME_PATTERN, MODEL_NAME_RULE),
+        )
+        for name, value, pattern, rule in names:
             if self.publish and not (isinstance(value, str) and value.strip()):
                 raise ValueError(f"{name} is required when publish or async_mode is true")
+            if isinstance(value, str):
+                try:
+                    check_name(value, pattern, rule)
+                except ValueError as error:
+                    raise ValueError(f"{name}: {error}") from None
         self.application_name = application_name
         self.model_name = model_name
         key = api_key if api_key is not None else os.environ.get("AIMON_API_KEY")
@@ -204,6 +224,19 @@ def _checked_config(
         # A server may know more detectors than this process; only check what we will run here.
         if in_process and name not in DETECTORS:
             raise ValueError(f"config: unknown detector {name!r}; known: {', '.join(DETECTORS)}")
+        # Options are checked now, not on the first call, after the decorated function (an LLM
+        # call) has run and its answer is lost.
+        try:
+            checked = DetectorConfig.model_validate(dict(options))
+        except ValidationError as error:
+            first = error.errors()[0]
+            where = ".".join(str(part) for part in (name, *first["loc"]))
+            raise ValueError(f"config.{where}: {first['msg']}") from None
+        if in_process and checked.judge is not None and checked.judge not in judge_names():
+            known = ", ".join(judge_names())
+            raise ValueError(
+                f"config.{name}.judge: unknown judge {checked.judge!r}; known: {known}"
+            )
     return {name: dict(options) for name, options in config.items()}
 
 
