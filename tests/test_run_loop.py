@@ -329,6 +329,10 @@ def test_a_log_gets_a_progress_line_every_few_seconds(tmp_path: Path) -> None:
     assert [int(n) for n in progress] == sorted(int(n) for n in progress)
     assert re.search(r"^scoring: 40 rows done in \S+", result.stderr, flags=re.M)
     assert "\x1b[" not in result.stderr  # plain lines, no terminal control codes
+    # A value that is no number of seconds is named and the default used (it was silent).
+    odd = assay("run", str(data), "--judge", "light", env={"ASSAY_PROGRESS_SECONDS": "abc"})
+    assert odd.returncode == 0, odd.stderr
+    assert "warning: ASSAY_PROGRESS_SECONDS='abc' is not a number of seconds" in odd.stderr
 
 
 # --- JSON out ----------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ input, 3 some rows errored (unless `--allow-errors`).
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import signal
@@ -255,11 +256,23 @@ def _duration(seconds: float) -> str:
     return f"{minutes}m{seconds:02d}s" if minutes else f"{seconds}s"
 
 
-def _progress_interval() -> float:
-    try:
-        return max(0.0, float(os.environ.get(PROGRESS_SECONDS_ENV, DEFAULT_PROGRESS_SECONDS)))
-    except ValueError:
+def _progress_interval(console: Console) -> float:
+    """`$ASSAY_PROGRESS_SECONDS`; a value that is no number of seconds ≥ 0 is named in a
+    warning and the default used (it was replaced in silence)."""
+    given = os.environ.get(PROGRESS_SECONDS_ENV, "").strip()
+    if not given:
         return DEFAULT_PROGRESS_SECONDS
+    try:
+        seconds = float(given)
+    except ValueError:
+        seconds = math.nan
+    if not seconds >= 0:  # NaN too
+        console.print(
+            f"warning: {PROGRESS_SECONDS_ENV}={given[:40]!r} is not a number of seconds (0 or "
+            f"more); using {DEFAULT_PROGRESS_SECONDS:g}"
+        )
+        return DEFAULT_PROGRESS_SECONDS
+    return seconds
 
 
 @contextmanager
@@ -268,7 +281,7 @@ def progress_bar(label: str) -> Iterator[tuple[ProgressDisplay, TaskID]]:
     bar; otherwise (a CI log) a line every few seconds (`$ASSAY_PROGRESS_SECONDS`, default 5)."""
     console = Console(stderr=True, highlight=False, soft_wrap=True)
     if not console.is_terminal:
-        lines = LineProgress(label, console, _progress_interval())
+        lines = LineProgress(label, console, _progress_interval(console))
         yield lines, TaskID(0)
         lines.finish()
         return
