@@ -14,22 +14,13 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, ParamSpec, overload
 
-from pydantic import ValidationError
-
 from assay._sync import run_sync
 from assay.client import AsyncClient, Client, DetectResponseItem, resolve_base_url
 from assay.detectors import DETECTORS, detectors_for_inputs
 from assay.detectors.evaluate import detect_items, parse_item
-from assay.judges import judge_names
 from assay.responses import short_result
 from assay.schema import (
-    APPLICATION_NAME_PATTERN,
-    APPLICATION_NAME_RULE,
-    MODEL_NAME_PATTERN,
-    MODEL_NAME_RULE,
-    DetectorConfig,
     RequestValidationError,
-    check_name,
 )
 
 __all__ = ["RETURNABLE_FIELDS", "Detect", "DetectResult", "detect"]
@@ -108,7 +99,7 @@ class Detect:
         judge: str | None = None,
     ) -> None:
         self.values_returned = _checked_values_returned(values_returned)
-        self.config = _checked_config(config, in_process=resolve_base_url(base_url) is None)
+        self.config = _checked_config(config)
         if must_compute not in ("all_or_none", "ignore_failures"):
             raise ValueError(
                 f"must_compute must be 'all_or_none' or 'ignore_failures', got {must_compute!r}"
@@ -116,20 +107,14 @@ class Detect:
         self.must_compute = must_compute
         self.async_mode = bool(async_mode)
         self.publish = bool(publish) or self.async_mode
-        names = (
-            ("application_name", application_name, APPLICATION_NAME_PATTERN, APPLICATION_NAME_RULE),
-            ("model_name", model_name, MODEL_NAME_PATTERN, MODEL_NAME_RULE),
-        )
-        for name, value, pattern, rule in names:
-            if self.publish and not (isinstance(value, str) and value.strip()):
-                raise ValueError(f"{name} is required when publish or async_mode is true")
-            if isinstance(value, str):
-                try:
-                    check_name(value, pattern, rule)
-                except ValueError as error:
-                    raise ValueError(f"{name}: {error}") from None
         self.application_name = application_name
         self.model_name = model_name
+        # Everything a call's item holds besides the texts is checked now, as the call would
+        # check it (options, names, judges; detector and judge names only when judged here),
+        # not after the decorated function (an LLM call) has run and its answer is lost.
+        probe = self.request_item([None] * len(self.values_returned))
+        probe |= {"generated_text": "text", "user_query": "text", "context": "text"}
+        parse_item(probe, registry=resolve_base_url(base_url) is None)
         key = api_key if api_key is not None else os.environ.get("AIMON_API_KEY")
         self._client_args: dict[str, Any] = {
             "auth_header": f"Bearer {key}" if key else None,
@@ -213,30 +198,13 @@ def _checked_values_returned(values_returned: Iterable[str]) -> tuple[str, ...]:
     return names
 
 
-def _checked_config(
-    config: Mapping[str, Mapping[str, Any]], in_process: bool
-) -> dict[str, dict[str, Any]]:
+def _checked_config(config: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """A copy of `config`'s shape (its contents are checked with the probe item)."""
     if not isinstance(config, Mapping) or not config:
         raise ValueError("config must map at least one detector name to its options")
     for name, options in config.items():
         if not isinstance(options, Mapping):
             raise ValueError(f"config[{name!r}] must be a dict of options")
-        # A server may know more detectors than this process; only check what we will run here.
-        if in_process and name not in DETECTORS:
-            raise ValueError(f"config: unknown detector {name!r}; known: {', '.join(DETECTORS)}")
-        # Options are checked now, not on the first call, after the decorated function (an LLM
-        # call) has run and its answer is lost.
-        try:
-            checked = DetectorConfig.model_validate(dict(options))
-        except ValidationError as error:
-            first = error.errors()[0]
-            where = ".".join(str(part) for part in (name, *first["loc"]))
-            raise ValueError(f"config.{where}: {first['msg']}") from None
-        if in_process and checked.judge is not None and checked.judge not in judge_names():
-            known = ", ".join(judge_names())
-            raise ValueError(
-                f"config.{name}.judge: unknown judge {checked.judge!r}; known: {known}"
-            )
     return {name: dict(options) for name, options in config.items()}
 
 

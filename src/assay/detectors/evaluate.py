@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from assay.detectors import DETECTORS, Detector
 from assay.environment import default_judge_name
-from assay.judges import Judge, Question, Verdict, get_judge, judge_names
+from assay.judges import Judge, Question, Verdict, built_judge, get_judge, judge_names
 from assay.judges.isolation import answer_each_item, failure_of, item_groups
 from assay.schema import (
     DetectorConfig,
@@ -107,9 +107,11 @@ def _message(kind: str, loc: tuple[Any, ...], pydantic_message: str) -> str:
     return pydantic_message.removeprefix("Value error, ").replace("Input should be", "must be")
 
 
-def parse_item(raw: Any, index: int | None = None) -> DetectRequestItem:
+def parse_item(raw: Any, index: int | None = None, *, registry: bool = True) -> DetectRequestItem:
     """Validate one raw item (a dict) and check its detectors' inputs.
 
+    registry: also check detector and judge names against this process's registries (False
+        for an item a server will judge: it may know more of them).
     Raises RequestValidationError whose `field` names the item index and field, e.g.
     `[0].generated_text`.
     """
@@ -137,7 +139,7 @@ def parse_item(raw: Any, index: int | None = None) -> DetectRequestItem:
             )
             message = _message(first["type"], tuple(first["loc"]), first["msg"])
             raise RequestValidationError(field_location(index, first["loc"]), message) from None
-    for name in item.config:
+    for name in item.config if registry else ():
         if name not in DETECTORS:
             known = ", ".join(DETECTORS)
             raise RequestValidationError(
@@ -264,8 +266,12 @@ async def detect_items(
 
     answers: dict[tuple[int, str], list[Verdict | JudgeFailure]] = defaultdict(list)
     for backend, batch in questions.items():
-        # Off the event loop: the first call builds the judge, loading its model (0.6 s).
-        verdicts = await _answer(await asyncio.to_thread(get_judge, backend), batch)
+        # Built off the event loop: building loads the judge's model (0.6 s); later calls
+        # find it built and need no thread.
+        judged_by = built_judge(backend)
+        if judged_by is None:
+            judged_by = await asyncio.to_thread(get_judge, backend)
+        verdicts = await _answer(judged_by, batch)
         for (item_index, name, _), verdict in zip(plan[backend], verdicts, strict=True):
             answers[(item_index, name)].append(verdict)
 

@@ -11,6 +11,7 @@ __all__ = [
     "Judge",
     "Question",
     "Verdict",
+    "built_judge",
     "get_judge",
     "register_judge",
     "judge_names",
@@ -47,6 +48,12 @@ def register_judge(name: str, factory: Callable[[], Judge]) -> None:
     with _lock:
         _factories[name] = factory
         _instances.pop(name, None)
+
+
+def built_judge(name: str) -> Judge | None:
+    """The shared judge `name` if it is built already, else None (building nothing)."""
+    with _lock:
+        return _instances.get(name)
 
 
 def judge_names() -> list[str]:

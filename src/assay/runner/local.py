@@ -340,14 +340,15 @@ async def drive_run(
     checkpoint = resume_checkpoint(checkpoint_path, this_run, input_path, scorer, control)
     keep = control.keep_finished and not control.overwrite
     if checkpoint is None and output_path.exists() and keep:
-        if finished_fingerprint(output_path) == this_run:
+        recorded = _recorded_summary(output_path)
+        if finished_fingerprint(output_path, summary=recorded) == this_run:
             settings = settings_fingerprint(scorer)
             summary = write_summary(
                 input_path,
                 output_path,
                 scorer.score_names,
                 this_run,
-                embedding=_recorded_cache_stats(output_path),
+                embedding=_recorded_cache_stats(recorded),
                 settings=settings,
             )
             summary.already_complete = True
@@ -429,25 +430,32 @@ async def _write_output(
     save_checkpoint(checkpoint_path, checkpoint)
 
 
-def finished_fingerprint(output_path: Path, key: str = "fingerprint") -> str | None:
-    """The fingerprint of the run whose summary sits next to `output_path`, if any (`key`
-    "settings": that of its scorer's settings alone, see `settings_fingerprint`)."""
+def _recorded_summary(output_path: Path) -> dict[str, Any]:
+    """The summary next to `output_path` as written, or {} when there is none to read."""
     try:
         data = json.loads(summary_path_for(output_path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return None
-    value = data.get(key) if isinstance(data, dict) else None
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def finished_fingerprint(
+    output_path: Path, key: str = "fingerprint", summary: Mapping[str, Any] | None = None
+) -> str | None:
+    """The fingerprint of the run whose summary sits next to `output_path`, if any (`key`
+    "settings": that of its scorer's settings alone, see `settings_fingerprint`); summary:
+    that summary when already read."""
+    value = (summary if summary is not None else _recorded_summary(output_path)).get(key)
     return value if isinstance(value, str) else None
 
 
-def _recorded_cache_stats(output_path: Path) -> CacheStats | None:
-    """The embedding cache counts the summary next to `output_path` records: a rerun that
-    scores nothing keeps those of the run that scored the rows (it wrote zeros over them)."""
+def _recorded_cache_stats(summary: Mapping[str, Any]) -> CacheStats | None:
+    """The embedding cache counts a run's summary records: a rerun that scores nothing keeps
+    those of the run that scored the rows (it wrote zeros over them)."""
     try:
-        data = json.loads(summary_path_for(output_path).read_text(encoding="utf-8"))
-        recorded = data["embedding_cache"]
+        recorded = summary["embedding_cache"]
         return CacheStats(hits=int(recorded["hits"]), misses=int(recorded["misses"]))
-    except (OSError, ValueError, TypeError, KeyError):
+    except (TypeError, KeyError, ValueError):
         return None
 
 
