@@ -36,6 +36,9 @@ SETS = {
     "d": "set D: written apart like C, never read while changing the judge (held out)",
     "e": "set E: written apart like C, scored for two changes tried after it and not kept",
     "f": "set F: written apart after the last change, scored once (held out)",
+    "g": "set G: written apart by a helper who saw no judge output (2026-12-05, fourth "
+    "session), scored for the judge before and after durations and dates were read in one "
+    "unit, and for a variant not kept (see DEVELOPERS.md)",
 }
 #: The instructions each flaw names, by detector.
 TARGETS: dict[str, dict[str, tuple[str, ...]]] = {

@@ -3,6 +3,8 @@
 From a walkthrough of hand-written RAG answers: "aren’t" (a typographic apostrophe) was not
 read as a negation, so a correct answer was called a contradiction and a wrong one passed;
 "$1200" against "$1,200" was a changed number; "Hope this helps!" made an answer a tangent.
+Later walkthroughs: "2 weeks" against "14 days", or a date written two ways, was a changed
+number.
 """
 
 from __future__ import annotations
@@ -13,7 +15,14 @@ import pytest
 
 from assay.detectors import DETECTORS
 from assay.detectors.evaluate import detect_items, parse_items
-from assay.judges.embedded.text import canonical_number, courtesy, split_sentences
+from assay.judges.embedded.text import (
+    canonical_number,
+    courtesy,
+    figures,
+    numbers,
+    quantity,
+    split_sentences,
+)
 from assay.metrics.ood.refusal import matched_cues, refusal_probabilities
 
 CHECKS = {name: [i.check for i in detector.instructions] for name, detector in DETECTORS.items()}
@@ -33,27 +42,74 @@ async def labels(detector: str, query: str, context: list[str], answer: str) -> 
     return {c: e["label"] for c, e in zip(CHECKS[detector], entries, strict=True)}
 
 
-@pytest.mark.parametrize(
-    ("context", "answer", "faithful"),
-    [
-        ("Pets are not allowed in the hotel.", "Pets aren\u2019t allowed in the hotel.", True),
-        ("Pets aren\u2019t allowed in the hotel.", "Pets are allowed in the hotel.", False),
-        ("The Pro plan costs $1,200 per year.", "The Pro plan costs $1200 per year.", True),
-        ("Parking costs $25 per night.", "Parking costs $25.00 per night.", True),
-        ("Parking costs $25 per night.", "Parking costs $35 per night.", False),
-    ],
-)
-async def test_apostrophes_and_figures_are_read_as_meant(
-    context: str, answer: str, faithful: bool
+# (context, answer, faithful, no_contradiction): None where the stricter contradiction check
+# may let a one-word change pass.
+MEANINGS = [
+    ("Pets are not allowed in the hotel.", "Pets aren\u2019t allowed in the hotel.", True, True),
+    ("Pets aren\u2019t allowed in the hotel.", "Pets are allowed in the hotel.", False, False),
+    ("The Pro plan costs $1,200 per year.", "The Pro plan costs $1200 per year.", True, True),
+    ("Parking costs $25 per night.", "Parking costs $25.00 per night.", True, True),
+    ("Parking costs $25 per night.", "Parking costs $35 per night.", False, False),
+    ("Refunds are issued within 2 weeks.", "Refunds are issued within 14 days.", True, True),
+    ("Support replies within 24 hours.", "Support replies within 1 day.", True, True),
+    ("The warranty lasts 1 year.", "The warranty lasts 12 months.", True, True),
+    ("Refunds are issued within 2 weeks.", "Refunds are issued within 2 days.", False, None),
+    ("The sale ends on March 5, 2026.", "The sale ends on 2026-03-05.", True, True),
+    ("Sale items are final and cannot be returned.", "Sale items can be returned.", False, None),
+]
+
+
+@pytest.mark.parametrize(("context", "answer", "faithful", "consistent"), MEANINGS)
+async def test_one_meaning_written_two_ways_is_read_as_one(
+    context: str, answer: str, faithful: bool, consistent: bool | None
 ) -> None:
     got = await labels("completeness", "What are the rules?", [context], answer)
     assert got["faithful_interpretation"] is faithful
-    assert got["no_contradiction"] is faithful
+    if consistent is not None:
+        assert got["no_contradiction"] is consistent
+
+
+@pytest.mark.parametrize(
+    ("value", "after", "compared"),
+    [
+        ("2", " weeks", "14"),
+        ("14", " days.", "14"),
+        ("2", "-week", "14"),
+        ("48", " hours", "2"),
+        ("36", " hours", "36"),
+        ("1.5", " hours", "90"),
+        ("90", " minutes", "90"),
+        ("1", " year", "12"),
+        ("18", " months", "18"),
+        ("5", " business days", "5"),  # a unit after another word is left as written
+        ("2", " weekends", "2"),
+    ],
+)
+def test_a_duration_is_compared_in_one_unit(value: str, after: str, compared: str) -> None:
+    assert quantity(value, after) == compared
+
+
+def test_figures_say_how_they_were_written() -> None:
+    assert figures("Refunds take 2 weeks and cost $1,200.") == {"14": "2 weeks", "1200": "1,200"}
+    # A month named next to a day states its number, so ISO and written dates agree.
+    assert numbers("Opens March 5, 2026.") == numbers("Opens 2026-03-05.") == {"3", "5", "2026"}
+    assert numbers("Available 24 hours a day.") == {"1"}
+    assert numbers("Available 24 hours a day.", plain=True) == {"1", "24"}
+    assert numbers("You may 5 times visit the market 5") == {"5"}
 
 
 @pytest.mark.parametrize(
     ("value", "canonical"),
-    [("1,200", "1200"), ("1,200.50", "1200.5"), ("25.00", "25"), ("2.50", "2.5"), ("2,5", "2,5")],
+    [
+        ("1,200", "1200"),
+        ("1,200.50", "1200.5"),
+        ("25.00", "25"),
+        ("2.50", "2.5"),
+        ("2,5", "2,5"),
+        ("05", "5"),
+        ("00", "0"),
+        ("007.50", "7.5"),
+    ],
 )
 def test_a_figure_has_one_spelling(value: str, canonical: str) -> None:
     assert canonical_number(value) == canonical

@@ -66,7 +66,12 @@ class _Tokens:
             before = sentence[: m.start()].rstrip()
             if m.group(0)[0].isupper() and before and before[-1] not in _STARTERS:
                 names.add(len(low))
-            low.append(_word(m.group(0)))
+            month = T.month_number(
+                m.group(0),
+                sentence[max(0, m.start() - 4) : m.start()],
+                sentence[m.end() : m.end() + 4],
+            )
+            low.append(month or _word(m.group(0), sentence[m.end() : m.end() + 12]))
         return _Tokens(tuple(low), frozenset(names))
 
     def neighbours(self, k: int) -> set[str]:
@@ -219,13 +224,16 @@ def stated_sentences(
 
 def known_words(context_text: str) -> frozenset[str]:
     """Every word and number of the context (lower-cased), not through `_Tokens.of`: a context
-    can be long, and neither its name positions nor a cache entry of it are needed."""
-    return frozenset(_word(m.group(0)) for m in _TOKEN.finditer(context_text))
+    can be long, and neither its name positions nor a cache entry of it are needed. A duration
+    is known in its one unit and as written ("24 hours": 1 and 24)."""
+    words = {_word(m.group(0)) for m in _TOKEN.finditer(context_text)}
+    return frozenset(words | T.numbers(context_text))
 
 
-def _word(token: str) -> str:
-    """A token as compared: lower-cased, a number in one spelling ("1,200" is "1200")."""
-    return T.canonical_number(token) if token[0].isdigit() else token.lower()
+def _word(token: str, after: str = "") -> str:
+    """A token as compared: lower-cased, a number in one spelling ("1,200" is "1200") and a
+    duration in one unit ("2 weeks" is "14 days"): `text.quantity`."""
+    return T.quantity(token, after) if token[0].isdigit() else token.lower()
 
 
 def context_conflicts(

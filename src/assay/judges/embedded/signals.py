@@ -387,7 +387,7 @@ def completeness_features(ev: Evidence) -> None:
     ctx_conflicts = A.context_conflicts(ev.statements, ev.sentences, pair, known, stated | remarks)
     own_conflicts = A.self_conflicts(ev.sentences, self_sims, known, stated, remarks)
     # A number the answer states that neither the context nor the query does: an invented figure.
-    given = T.numbers(" ".join(ev.context)) | T.numbers(ev.query or "")
+    given = T.numbers(" ".join(ev.context), plain=True) | T.numbers(ev.query or "", plain=True)
     unstated = [s for s in ev.sentences if s not in remarks and T.numbers(s) - given]
     closest = (
         {ev.sentences[j]: ev.statements[int(pair[:, j].argmax())] for j in range(len(ev.sentences))}
@@ -456,7 +456,9 @@ def completeness_features(ev: Evidence) -> None:
         least_grounded_sentence=min(grounding, key=grounding.__getitem__) if grounding else "",
         unstated_sentence=unstated[0] if unstated else "",
         unstated_numbers=", ".join(
-            sorted({x for s in unstated for x in T.numbers(s) - given}, key=len)[:3]
+            sorted(
+                {w for s in unstated for x, w in T.figures(s).items() if x not in given}, key=len
+            )[:3]
         ),
         context_conflict=_describe(ctx_conflicts),
         self_conflict=_describe(own_conflicts),

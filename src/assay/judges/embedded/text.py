@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import re
+from fractions import Fraction
 
 # A sentence ends at . ! or ? followed by space and an upper-case letter (Latin, Greek or
 # Cyrillic), digit, emoji, quote or bracket, or at a line break. Abbreviations like "e.g." are
@@ -260,28 +261,105 @@ def source_remark(sentence: str) -> bool:
 _NUMBER = re.compile(r"(?<![\w.,])\d+(?:[.,]\d+)*(?![A-Za-z])")
 #: A capitalised word right before a number, not opening its sentence: "IBM 1401", "Windows 11".
 _NAMED = re.compile(r"(?<=[a-z0-9,;:)] )[A-Z][\w-]*\s$|^[A-Z]{2,}[\w-]*\s$")
+#: A unit of time right after a figure ("14 days", "2-week").
+_UNIT_AFTER = re.compile(
+    r"[ -]?(minutes?|mins?|hours?|hrs?|days?|weeks?|wks?|months?|years?|yrs?)\b", re.I
+)
+#: Each unit in the smallest unit of its family: minutes, or months.
+_IN_MINUTES = {"min": 1, "minute": 1, "hour": 60, "hr": 60, "day": 1440, "week": 10080}
+_IN_MINUTES["wk"] = _IN_MINUTES["week"]
+_IN_MONTHS = {"month": 1, "year": 12, "yr": 12}
+_MONTH = (
+    r"(Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?"
+    r"|Sep(?:t|tember)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)"
+)
+#: A month named next to a day: "March 5", "5 March", "Mar. 5".
+_NAMED_DATE = re.compile(rf"\b{_MONTH}\.? \d{{1,2}}\b|\b\d{{1,2}} {_MONTH}\b")
+_MONTH_BEFORE = re.compile(rf"\b{_MONTH}\.? $")
+_MONTH_WORD = re.compile(_MONTH)
+_DAY_AFTER = re.compile(r"\.? \d{1,2}\b")
+_DAY_BEFORE = re.compile(r"\b\d{1,2} $")
+_MONTH_NAMES = "jan feb mar apr may jun jul aug sep oct nov dec".split()
 
 
-def numbers(text: str) -> set[str]:
-    """The figures a text states, thousands commas dropped ("1,200" and "1200" are one); not
-    ordinals ("9th") nor a number that is part of a name ("the IBM 1401")."""
-    out = set()
+def figures(text: str) -> dict[str, str]:
+    """The figures a text states, each as compared (`quantity`) and as written; not ordinals
+    ("9th") nor a number that is part of a name ("the IBM 1401"). A month named next to a day
+    states its number too, so "March 5" and "2026-03-05" state the same figures."""
+    out = {}
     for match in _NUMBER.finditer(text):
         before = text[max(0, match.start() - 40) : match.start()]
-        if _NAMED.search(before):
+        if _NAMED.search(before) and not _MONTH_BEFORE.search(before):
             continue
-        out.add(canonical_number(match.group(0).rstrip(".,")))
+        written = match.group(0).rstrip(".,")
+        after = text[match.start() + len(written) : match.start() + len(written) + 12]
+        unit = _UNIT_AFTER.match(after)
+        out[quantity(written, after)] = written + (unit.group(0) if unit else "")
+    for match in _NAMED_DATE.finditer(text):
+        name = match.group(1) or match.group(2)
+        out.setdefault(str(_MONTH_NAMES.index(name[:3].lower()) + 1), name)
     return out
 
 
+def month_number(word: str, before: str, after: str) -> str | None:
+    """The month's number when `word` names one next to a day ("March" in "March 5" or
+    "5 March"), so that a date reads the same written with the month's name or its number."""
+    if not _MONTH_WORD.fullmatch(word):
+        return None
+    if _DAY_AFTER.match(after) or _DAY_BEFORE.search(before):
+        return str(_MONTH_NAMES.index(word[:3].lower()) + 1)
+    return None
+
+
+def numbers(text: str, plain: bool = False) -> set[str]:
+    """The figures a text states, as compared: see `figures`. With `plain`, each duration's
+    number as written too ("24 hours" gives 1 and 24), for the figures a source gives: an
+    answer's "24/7" restates it."""
+    found = figures(text)
+    if plain:
+        return set(found) | {
+            canonical_number(m.group(0).rstrip(".,")) for m in _NUMBER.finditer(text)
+        }
+    return set(found)
+
+
 def canonical_number(value: str) -> str:
-    """One spelling per figure: thousands commas and a decimal part's trailing zeros dropped
-    ("1,200" is "1200", "25.00" is "25", "2.50" is "2.5"); a decimal comma ("2,5") is kept."""
+    """One spelling per figure: thousands commas, leading zeros and a decimal part's trailing
+    zeros dropped ("1,200" is "1200", "05" is "5", "25.00" is "25", "2.50" is "2.5"); a
+    decimal comma ("2,5") is kept."""
     if re.fullmatch(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?", value):
         value = value.replace(",", "")
     if re.fullmatch(r"\d+\.\d+", value):
         value = value.rstrip("0").rstrip(".")
+    if re.fullmatch(r"0+\d+(?:\.\d+)?", value):
+        value = value.lstrip("0")
+        value = "0" + value if not value or value[0] == "." else value
     return value
+
+
+def quantity(value: str, after: str) -> str:
+    """A figure as compared, given the text after it: `canonical_number`, and a duration in
+    one unit per family, so that "2 weeks" and "14 days" (or "24 hours" and "1 day", "1 year"
+    and "12 months") are one figure. Minutes, hours, days and weeks become whole days where
+    they make them, else whole hours, else minutes; years become months. The unit word stays
+    as written, so "1 hour" and "1 day" differ as they did."""
+    value = canonical_number(value)
+    unit = _UNIT_AFTER.match(after)
+    if unit is None or not re.fullmatch(r"\d+(?:\.\d+)?", value):
+        return value
+    name = unit.group(1).lower()
+    name = name[:-1] if name.endswith("s") else name
+    if name in _IN_MONTHS:
+        amount = Fraction(value) * _IN_MONTHS[name]
+    else:
+        amount = Fraction(value) * _IN_MINUTES[name]
+        for size in (1440, 60):
+            if amount % size == 0:
+                amount /= size
+                break
+    if amount.denominator == 1:
+        return str(amount.numerator)
+    return canonical_number(f"{float(amount):.6f}")
 
 
 def explanation_markers(text: str) -> int:
