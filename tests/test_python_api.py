@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from pathlib import Path
@@ -13,12 +14,14 @@ import pytest
 from assay import (
     AsyncClient,
     Client,
+    Detect,
     DetectResponse,
     DetectResponseItem,
     Job,
     NotFoundError,
     RequestValidationError,
 )
+from assay import client as client_module
 from assay.runner import run_file
 from conftest import OverlapJudge, assert_relevance_contract
 from published_instructions import OUTPUT_RELEVANCE
@@ -62,6 +65,48 @@ async def test_the_async_client_has_the_same_jobs(overlap_judge: OverlapJudge) -
 
     assert job.state == "done" and retrieved == job
     assert isinstance(job.result, DetectResponseItem)
+
+
+def test_a_client_keeps_only_its_most_recent_in_process_jobs(
+    overlap_judge: OverlapJudge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(client_module, "IN_PROCESS_JOBS", 3)
+    client = Client(judge="overlap")
+    acks = [client.inference.detect(body=[ASYNC_ITEM])[0] for _ in range(5)]
+
+    for ack in acks[2:]:
+        assert client.jobs.retrieve(ack.job_id).state == "done"
+    with pytest.raises(NotFoundError, match="keeps its 3 most recent"):
+        client.jobs.retrieve(acks[0].job_id)
+
+
+def test_a_decorated_function_s_async_jobs_are_reachable(overlap_judge: OverlapJudge) -> None:
+    detect = Detect(
+        values_returned=["generated_text", "user_query"],
+        config={"output_relevance": {}},
+        async_mode=True,
+        application_name="app",
+        model_name="model",
+        judge="overlap",
+    )
+
+    @detect
+    def answer(question: str) -> tuple[str, str]:
+        return "Paris is the capital of France.", question
+
+    @detect
+    async def answer_later(question: str) -> tuple[str, str]:
+        return "Paris is the capital of France.", question
+
+    *_, result = answer("What is the capital of France?")
+    *_, later = asyncio.run(answer_later("What is the capital of France?"))
+
+    # Both kinds of function keep their jobs where `jobs` (and `async_jobs`) find them.
+    for job_id in (result.detect_response["job_id"], later.detect_response["job_id"]):
+        job = detect.jobs.wait(job_id, timeout=5)
+        assert job.state == "done"
+        assert_relevance_contract(job.result.output_relevance)
+        assert asyncio.run(detect.async_jobs.retrieve(job_id)) == job
 
 
 def test_a_job_whose_detector_fails_is_failed_with_the_reason(failing_judge: str) -> None:

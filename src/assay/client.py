@@ -23,6 +23,7 @@ import asyncio
 import logging
 import os
 import uuid
+from collections import OrderedDict
 from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from functools import cached_property
@@ -72,6 +73,8 @@ BASE_URL_ENV_VARS = ("ASSAY_BASE_URL", "CLIENT_BASE_URL")
 API_KEY_ENV = "ASSAY_API_KEY"
 DETECT_PATH = "/v2/detect"
 JOBS_PATH = "/v1/jobs/"
+#: In-process jobs a client keeps for `jobs.retrieve`; older ones are forgotten (not found).
+IN_PROCESS_JOBS = 10_000
 #: The acknowledgement an accepted async item gets (the server's words).
 ACCEPTED_MESSAGE = "Data successfully sent to Assay."
 T = TypeVar("T")
@@ -188,8 +191,9 @@ class _ClientBase:
         # Created on first remote call, in the event loop that makes it.
         self._http: httpx.AsyncClient | None = None
         self._http_loop: asyncio.AbstractEventLoop | None = None
-        # In-process jobs: async_mode items scored at once, kept for `jobs.retrieve`.
-        self._jobs: dict[str, Job] = {}
+        # In-process jobs: async_mode items scored at once, kept for `jobs.retrieve` (the
+        # IN_PROCESS_JOBS most recent: a long-lived client must not grow without bound).
+        self._jobs: OrderedDict[str, Job] = OrderedDict()
 
     @property
     def in_process(self) -> bool:
@@ -242,6 +246,8 @@ class _ClientBase:
             job.update(state="done", result=result)
         job["finished_at"] = _now()
         self._jobs[job_id] = Job(job)
+        while len(self._jobs) > IN_PROCESS_JOBS:
+            self._jobs.popitem(last=False)
         return {"message": ACCEPTED_MESSAGE, "status": 200, "job_id": job_id}
 
     def _http_client(self) -> httpx.AsyncClient:
@@ -287,7 +293,9 @@ class _ClientBase:
             job = self._jobs.get(job_id)
             if job is None:
                 raise NotFoundError(
-                    f"job {job_id[:64]!r} not found in this client", status_code=404
+                    f"job {job_id[:64]!r} not found in this client (it keeps its "
+                    f"{IN_PROCESS_JOBS:,} most recent in-process jobs)",
+                    status_code=404,
                 )
             return Job(job)
         body = await self._request("GET", JOBS_PATH + quote(job_id, safe=""))

@@ -18,6 +18,7 @@ from assay._sync import run_sync
 from assay.client import AsyncClient, Client, DetectResponseItem, resolve_base_url
 from assay.detectors import DETECTORS, detectors_for_inputs
 from assay.detectors.evaluate import detect_items, parse_item
+from assay.resources import AsyncJobs, Jobs
 from assay.responses import short_result
 from assay.schema import (
     RequestValidationError,
@@ -123,6 +124,20 @@ class Detect:
         }
         self._client = Client(**self._client_args)
         self._async_client = AsyncClient(**self._client_args)
+        # One store of in-process jobs for sync and async functions, so `jobs` finds both.
+        self._async_client._jobs = self._client._jobs
+
+    @property
+    def jobs(self) -> Jobs:
+        """The jobs of `async_mode` calls: `retrieve(job_id)` and `wait(job_id)` with the job id
+        the call's `DetectResult` holds (on the server, or kept in this process when there is
+        none)."""
+        return self._client.jobs
+
+    @property
+    def async_jobs(self) -> AsyncJobs:
+        """`jobs` for async code: `await decorator.async_jobs.wait(job_id)`."""
+        return self._async_client.jobs
 
     def request_item(self, returned: Sequence[Any]) -> dict[str, Any]:
         """The request item built from a decorated function's return values."""

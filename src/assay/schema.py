@@ -211,8 +211,16 @@ class DetectRequestItem(BaseModel):
         return [d for d in documents if d.strip()]
 
 
+#: Results are read back only when published (`POST /v1/applications/{name}/detections`):
+#: exactly as Assay writes them, so a "1" for a score or a misspelt key is refused by name, not
+#: converted or dropped in silence.
+_EXACT = ConfigDict(extra="forbid", strict=True)
+
+
 class InstructionResult(BaseModel):
     """One instruction's verdict, as it appears in `instructions_list`."""
+
+    model_config = _EXACT
 
     explanation: str
     follow_probability: float = Field(ge=0.0, le=1.0)
@@ -223,12 +231,16 @@ class InstructionResult(BaseModel):
 class DetectorResult(BaseModel):
     """One detector's result for one request item."""
 
+    model_config = _EXACT
+
     instructions_list: list[InstructionResult]
     score: float = Field(ge=0.0, le=1.0)
 
 
 class DetectorError(BaseModel):
     """Stands in for a result when a detector could not score an item (never a silent 0)."""
+
+    model_config = _EXACT
 
     error: Literal[True] = True
     kind: str = Field(

@@ -211,6 +211,12 @@ def published_item(key: str, detector: str = "output_relevance") -> dict[str, An
     return {"key": key, "generated_text": f"answer {key}", "results": {detector: result}}
 
 
+def one_result(result: Any, detector: str = "output_relevance") -> dict[str, Any]:
+    """A publish body of one item holding `result` as its only result."""
+    item = {"key": "1", "generated_text": "x", "results": {detector: result}}
+    return {"model_name": "m1", "run_id": "r", "items": [item]}
+
+
 @both_backends
 def test_a_batch_sent_twice_is_stored_once(live_server: LiveServer) -> None:
     client = Client(base_url=live_server.url, auth_header=f"Bearer {API_KEY}")
@@ -258,6 +264,20 @@ def test_one_run_published_to_two_applications_or_models_is_stored_in_each(
     ("path", "body", "status", "message"),
     [
         (
+            # A result is stored exactly as Assay writes it: "1" is not converted to a score.
+            "/v1/applications/nightly/detections",
+            one_result({"instructions_list": [], "score": "1"}),
+            422,
+            "items[0].results.output_relevance.score: Input should be a valid number",
+        ),
+        (
+            # A misspelt key is named, not dropped in silence.
+            "/v1/applications/nightly/detections",
+            one_result({"instructions_list": [], "score": 1.0, "explanations": []}),
+            422,
+            "items[0].results.output_relevance.explanations: Extra inputs are not permitted",
+        ),
+        (
             "/v1/applications/nightly/detections",
             {"model_name": "m1", "run_id": "r", "items": [published_item("1", "toxicity")]},
             422,
@@ -265,27 +285,13 @@ def test_one_run_published_to_two_applications_or_models_is_stored_in_each(
         ),
         (
             "/v1/applications/nightly/detections",
-            {
-                "model_name": "m1",
-                "run_id": "r",
-                "items": [{"key": "1", "generated_text": "x", "results": {"nope": {"score": 1}}}],
-            },
+            one_result({"score": 1}, detector="nope"),
             422,
             "items[0].results.nope: unknown detector",
         ),
         (
             "/v1/applications/nightly/detections",
-            {
-                "model_name": "m1",
-                "run_id": "r",
-                "items": [
-                    {
-                        "key": "1",
-                        "generated_text": "x",
-                        "results": {"output_relevance": {"error": True}},
-                    }
-                ],
-            },
+            one_result({"error": True}),
             422,
             "items[0].results.output_relevance.kind: Field required",
         ),
@@ -309,11 +315,7 @@ def test_one_run_published_to_two_applications_or_models_is_stored_in_each(
         ),
         (
             "/v1/applications/nightly/detections",
-            {
-                "model_name": "m1",
-                "run_id": "r",
-                "items": [{"key": "1", "generated_text": "x", "results": {"output_relevance": {}}}],
-            },
+            one_result({}),
             422,
             "items[0].results.output_relevance.instructions_list: Field required",
         ),
@@ -347,6 +349,8 @@ def test_one_run_published_to_two_applications_or_models_is_stored_in_each(
         ),
     ],
     ids=[
+        "score-as-text",
+        "misspelt-key",
         "unknown-detector",
         "unknown-detector-any-shape",
         "error-object-missing-fields",

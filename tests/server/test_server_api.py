@@ -237,10 +237,11 @@ class _FailOneDetector(Judge):
     """Fault injection: fails every completeness question, answers the rest."""
 
     name = "half-broken"
+    kind, message = "timeout", "injected timeout"
 
     async def answer(self, questions: Sequence[Question]) -> list[Verdict | JudgeFailure]:
         return [
-            JudgeFailure("timeout", "injected timeout")
+            JudgeFailure(self.kind, self.message)
             if q.detector == "completeness"
             else Verdict(0.9, "fine")
             for q in questions
@@ -251,6 +252,26 @@ class _FailOneDetector(Judge):
 def half_broken() -> str:
     register_judge("half-broken", _FailOneDetector)
     return "half-broken"
+
+
+class _RefuseLongInput(_FailOneDetector):
+    """Fault injection: an LLM endpoint that refuses every completeness question's input."""
+
+    name = "refuses-input"
+    kind, message = "input_too_long", "context length exceeded"
+
+
+def test_a_failure_of_the_items_own_input_is_a_422_not_retried(
+    make_server: ServerFactory,
+) -> None:
+    register_judge("refuses-input", _RefuseLongInput)
+    server = make_server()
+    response = server.post([relevance_item(), _two_detectors("refuses-input", "all_or_none")])
+    # A 503 would be sent again by every client, to fail the same way.
+    assert response.status_code == 422
+    assert response.json()["message"].startswith("[1].config.completeness: detector")
+    assert "input_too_long" in response.json()["message"]
+    assert _stored_rows(server) == 0
 
 
 def _two_detectors(judge: str, must_compute: str) -> dict[str, object]:

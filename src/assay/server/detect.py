@@ -19,6 +19,9 @@ from assay.store import jobs
 from assay.store.detections import add_detections
 
 router = APIRouter()
+#: Failures caused by an item's own input: sent again, it fails again, so they are no 503 (which
+#: clients retry) but a 422 naming the item.
+INPUT_FAILURES = frozenset({"input_too_long", "content_filtered"})
 
 #: The body AIMon's service answers an accepted async item with.
 ACCEPTED_MESSAGE = "Data successfully sent to Assay."
@@ -35,7 +38,9 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
         415: "Content-Type is not application/json, or names a charset other than utf-8.",
         422: "An item is invalid: the message names the item index and field.",
         429: "Too many requests in flight; retry after `retry-after` seconds.",
-        503: "A detector failed and the item's must_compute is all_or_none.",
+        503: "A detector failed and the item's must_compute is all_or_none (a failure of the "
+        "item's own input, such as input_too_long or content_filtered, is a 422 instead: "
+        "sending it again would fail again).",
     }.items()
 }
 _REQUEST_BODY = {
@@ -125,7 +130,8 @@ async def _detect(request: Request) -> list[dict[str, Any]]:
             place = now[error.item] if error.item is not None else None
             failed = DetectorFailed(error.detector, error.failure, place)
             raise ServerError(
-                503, f"{failed}; nothing was stored (must_compute=all_or_none)"
+                422 if error.failure.kind in INPUT_FAILURES else 503,
+                f"{failed}; nothing was stored (must_compute=all_or_none)",
             ) from None
         responses: list[dict[str, Any]] = [{} for _ in items]
         for index, result in zip(now, computed, strict=True):
