@@ -144,6 +144,11 @@ def test_publish_stores_and_read_endpoints_report_it(live_server: LiveServer) ->
 def test_read_endpoint_errors(live_server: LiveServer) -> None:
     missing = live_server.get("/v1/applications/nobody/detections")
     assert missing.status_code == 404 and "nobody" in missing.json()["message"]
+    # A name no application can have says so, as publishing to it does.
+    for path in ("detections", "metrics"):
+        impossible = live_server.get(f"/v1/applications/bad%20name/{path}")
+        assert impossible.status_code == 422
+        assert impossible.json()["message"].startswith("application_name: may hold only")
     live_server.post([published()])
     bad_limit = live_server.get("/v1/applications/shop/detections", params={"limit": 0})
     assert bad_limit.status_code == 422 and "limit" in bad_limit.json()["message"]

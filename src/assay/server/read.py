@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from assay.detectors import DETECTORS
 from assay.judges.embedded.embedding_cache import shared_cache
+from assay.schema import APPLICATION_NAME_PATTERN, APPLICATION_NAME_RULE, check_name
 from assay.server.auth import Access, require_key
 from assay.server.errors import ErrorBody, ServerError
 from assay.store import jobs
@@ -75,9 +76,15 @@ def naive_utc(moment: datetime | None, parameter: str) -> datetime | None:
 async def read_application(
     request: Request, access: Access, name: str, reader: Callable[[Session], T]
 ) -> T:
-    """Run `reader` on a session in a worker thread; 404 if `name` has no detections or is
-    outside the key's applications (the same answer, so a scoped key learns nothing about
-    other applications)."""
+    """Run `reader` on a session in a worker thread; 422 if `name` breaks the naming rule, 404
+    if it has no detections or is outside the key's applications (the same answer, so a scoped
+    key learns nothing about other applications)."""
+
+    try:
+        # A name no application can have is named as such (422, as when publishing to it).
+        check_name(name, APPLICATION_NAME_PATTERN, APPLICATION_NAME_RULE)
+    except ValueError as error:
+        raise ServerError(422, f"application_name: {error}") from None
 
     def run() -> T:
         with request.app.state.store.reading() as session:
