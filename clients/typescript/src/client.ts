@@ -3,7 +3,7 @@
  * published snippets run against Assay with only the import line changed.
  */
 
-import { AssayError } from "./errors.js";
+import { AssayError, JobWaitTimeoutError } from "./errors.js";
 import {
   toRequestItem,
   type DetectConfig,
@@ -11,7 +11,7 @@ import {
   type DetectParams,
 } from "./params.js";
 import type { DetectResponseItem, JobStatus } from "./results.js";
-import { requestJSON, type RequestOptions, type Transport } from "./transport.js";
+import { requestJSON, sleep, type RequestOptions, type Transport } from "./transport.js";
 import type { DetectRequestItem } from "./wire.js";
 
 /** Where the client looks for the server when `baseURL` is not given. */
@@ -24,6 +24,20 @@ export const DEFAULT_BASE_URL = "http://127.0.0.1:8000";
 export const DEFAULT_TIMEOUT_MS = 150_000;
 /** Retries after the first attempt by default. */
 export const DEFAULT_MAX_RETRIES = 2;
+/** How long `jobs.wait` waits in all by default, in milliseconds (the Python client's 60 s). */
+export const DEFAULT_JOB_WAIT_TIMEOUT_MS = 60_000;
+/** Milliseconds between `jobs.wait`'s polls by default (the Python client's 0.5 s). */
+export const DEFAULT_JOB_POLL_INTERVAL_MS = 500;
+
+/** Options of `client.jobs.wait`. */
+export interface JobWaitOptions {
+  /** Milliseconds to wait in all before `JobWaitTimeoutError` (default 60000). */
+  timeoutMs?: number;
+  /** Milliseconds between polls (default 500). */
+  pollIntervalMs?: number;
+  /** Aborts the wait (a poll in flight, or the pause between polls) when signalled. */
+  signal?: AbortSignal;
+}
 
 /** How to reach the server. */
 export interface ClientOptions {
@@ -96,6 +110,14 @@ function checkedOption(name: "timeout" | "maxRetries", value: number): number {
   return value;
 }
 
+/** `value` if it is a number above zero (Infinity included: wait without end); NaN is not. */
+function checkedWaitOption(name: "timeoutMs" | "pollIntervalMs", value: number): number {
+  if (!(typeof value === "number" && value > 0)) {
+    throw new AssayError(`${name}: expected a number of milliseconds > 0, got ${String(value)}`);
+  }
+  return value;
+}
+
 /** Advice added to a 401, depending on what the client sent. */
 function authHint(authHeader: string | undefined): string {
   if (authHeader === undefined) {
@@ -127,7 +149,7 @@ export class Inference {
   }
 }
 
-/** `client.jobs`: the state of items sent with `asyncMode`. */
+/** `client.jobs`: the state of items sent with `asyncMode`, and waiting for them. */
 export class Jobs {
   constructor(private readonly transport: Transport) {}
 
@@ -146,6 +168,36 @@ export class Jobs {
       undefined,
       options,
     );
+  }
+
+  /**
+   * Poll `retrieve` until the job is done or failed, and return it.
+   *
+   * @param jobId the `job_id` from the async item's acceptance.
+   * @param options `timeoutMs` to wait in all (default 60000), `pollIntervalMs` between polls
+   *   (default 500; the last pause is cut to the time left), `signal` to abort.
+   * @returns the job, with `state` "done" (see `result`) or "failed" (see `error`).
+   * @throws AssayError naming the option when `timeoutMs` or `pollIntervalMs` is not a number
+   *   above zero; JobWaitTimeoutError (holding the job as last seen) when the job is still
+   *   queued or running after `timeoutMs`; whatever `retrieve` throws (e.g. NotFoundError).
+   */
+  async wait(jobId: string, options: JobWaitOptions = {}): Promise<JobStatus> {
+    const timeoutMs = checkedWaitOption(
+      "timeoutMs",
+      options.timeoutMs ?? DEFAULT_JOB_WAIT_TIMEOUT_MS,
+    );
+    const pollIntervalMs = checkedWaitOption(
+      "pollIntervalMs",
+      options.pollIntervalMs ?? DEFAULT_JOB_POLL_INTERVAL_MS,
+    );
+    const deadline = performance.now() + timeoutMs;
+    for (;;) {
+      const job = await this.retrieve(jobId, { signal: options.signal });
+      const left = deadline - performance.now();
+      if (job.state === "done" || job.state === "failed") return job;
+      if (left <= 0) throw new JobWaitTimeoutError(job, timeoutMs);
+      await sleep(Math.min(pollIntervalMs, left), options.signal);
+    }
   }
 }
 

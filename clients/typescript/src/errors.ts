@@ -1,34 +1,44 @@
 /**
  * Errors the client throws. Every HTTP error carries the server's own `message` (the server
  * answers errors as `{"message": ..., "status": ...}`) and its status, so callers can branch on
- * the class and show the server's words.
+ * the class and show the server's words. The hierarchy matches the Python client's: a 422 is
+ * also a `BadRequestError`, and a request that got no answer (`APIConnectionError`,
+ * `APITimeoutError`) is also an `APIError`, with `status` and `headers` undefined.
  */
+
+import type { JobStatus } from "./results.js";
 
 /** Base class of everything this package throws on purpose. */
 export class AssayError extends Error {
   override name = "AssayError";
 }
 
-/** The server answered with an error status. */
+/**
+ * The server answered with an error status, or (as `APIConnectionError`) could not be reached.
+ */
 export class APIError extends AssayError {
   override name = "APIError";
   /**
-   * @param status HTTP status of the response.
-   * @param message the server's `message` (or a description of the response when it had none).
-   * @param headers the response headers (e.g. `retry-after`).
-   * @param body the parsed response body, or its raw text when it was not JSON.
+   * @param status HTTP status of the response; undefined when no response arrived.
+   * @param message the server's `message` (or a description of the response when it had none,
+   *   or of the failure when there was no response).
+   * @param headers the response headers (e.g. `retry-after`); undefined when no response arrived.
+   * @param body the parsed response body, or its raw text when it was not JSON; undefined when
+   *   no response arrived.
+   * @param options `cause`: the underlying error, e.g. from `fetch`.
    */
   constructor(
-    readonly status: number,
+    readonly status: number | undefined,
     message: string,
-    readonly headers: Headers,
+    readonly headers: Headers | undefined,
     readonly body: unknown,
+    options?: ErrorOptions,
   ) {
-    super(message);
+    super(message, options);
   }
 }
 
-/** 400: the body is not JSON, is empty, or is nested too deeply. */
+/** 400: the body is not JSON, is empty, or is nested too deeply; also the base of 422. */
 export class BadRequestError extends APIError {
   override name = "BadRequestError";
 }
@@ -56,11 +66,14 @@ export class ConflictError extends APIError {
 export class PayloadTooLargeError extends APIError {
   override name = "PayloadTooLargeError";
 }
-/** 422: an item is invalid; the message names the item index and field, e.g. `[0].config`. */
-export class UnprocessableEntityError extends APIError {
+/**
+ * 422: an item is invalid; the message names the item index and field, e.g. `[0].config`.
+ * A `BadRequestError` too, as in the Python client.
+ */
+export class UnprocessableEntityError extends BadRequestError {
   override name = "UnprocessableEntityError";
 }
-/** 429: too many requests in flight (retried, honouring `retry-after`). */
+/** 429: too many requests in flight (retried, honouring `retry-after` up to 60 s). */
 export class RateLimitError extends APIError {
   override name = "RateLimitError";
 }
@@ -69,15 +82,21 @@ export class InternalServerError extends APIError {
   override name = "InternalServerError";
 }
 
-/** No HTTP answer at all: connection refused or reset, DNS failure, ... (retried). */
-export class APIConnectionError extends AssayError {
+/**
+ * No HTTP answer at all: connection refused or reset, DNS failure, ... (retried). An `APIError`
+ * whose `status`, `headers` and `body` are undefined, as there was no response.
+ */
+export class APIConnectionError extends APIError {
   override name = "APIConnectionError";
+  declare readonly status: undefined;
+  declare readonly headers: undefined;
+  declare readonly body: undefined;
   /**
    * @param message what went wrong, naming the URL.
    * @param cause the underlying error from `fetch`.
    */
   constructor(message: string, cause?: unknown) {
-    super(message, { cause });
+    super(undefined, message, undefined, undefined, { cause });
   }
 }
 
@@ -100,6 +119,21 @@ export class DetectorFailedError extends AssayError {
     message: string,
   ) {
     super(`detector ${JSON.stringify(detector)} failed (${kind}): ${message}`);
+  }
+}
+
+/** `jobs.wait` gave up: the job was still queued or running when its time ran out. */
+export class JobWaitTimeoutError extends AssayError {
+  override name = "JobWaitTimeoutError";
+  /**
+   * @param job the job as last seen.
+   * @param timeoutMs how long `jobs.wait` waited in all, in milliseconds.
+   */
+  constructor(
+    readonly job: JobStatus,
+    readonly timeoutMs: number,
+  ) {
+    super(`job ${JSON.stringify(job.id)} is still ${job.state} after ${timeoutMs} ms`);
   }
 }
 

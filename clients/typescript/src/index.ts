@@ -9,10 +9,13 @@ export {
   Inference,
   Jobs,
   DEFAULT_BASE_URL,
+  DEFAULT_JOB_POLL_INTERVAL_MS,
+  DEFAULT_JOB_WAIT_TIMEOUT_MS,
   DEFAULT_MAX_RETRIES,
   DEFAULT_TIMEOUT_MS,
 } from "./client.js";
-export type { ClientOptions } from "./client.js";
+export type { ClientOptions, JobWaitOptions } from "./client.js";
+// Every error class, JobWaitTimeoutError (thrown by `client.jobs.wait`) included.
 export * from "./errors.js";
 export type { DetectConfig, DetectOptions, DetectParams } from "./params.js";
 export { toRequestItem } from "./params.js";

@@ -15,7 +15,8 @@ export interface DetectOptions {
   instructions?: string | string[] | null;
   /** Store the result on the server (needs `applicationName` and `modelName` to group it). */
   publish?: boolean;
-  /** Queue the item and answer at once with a `job_id` (see `client.jobs.retrieve`). */
+  /** Queue the item and answer at once with a `job_id` (see `client.jobs.wait` and
+   * `client.jobs.retrieve`). */
   asyncMode?: boolean;
   /** Application the published result belongs to. */
   applicationName?: string | null;

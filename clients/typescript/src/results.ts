@@ -9,7 +9,8 @@ import type { DetectorError, DetectorResult } from "./wire.js";
  * `mustCompute: "ignore_failures"`) an error object in its place. */
 export type DetectorOutcome = DetectorResult | DetectorError;
 
-/** The answer for an `asyncMode` item: the job to poll with `client.jobs.retrieve`. */
+/** The answer for an `asyncMode` item: the job to wait for with `client.jobs.wait` (or poll
+ * with `client.jobs.retrieve`). */
 export interface AsyncAccepted {
   message: string;
   status: number;
@@ -55,7 +56,7 @@ export function isDetectorError(outcome: DetectorOutcome): outcome is DetectorEr
 export function detectorResult(item: DetectResponseItem, detector: string): DetectorResult {
   if (isAsyncAccepted(item)) {
     throw new AssayError(
-      `the item was queued as job ${item.job_id}; its result comes from client.jobs.retrieve`,
+      `the item was queued as job ${item.job_id}; its result comes from client.jobs.wait (or client.jobs.retrieve)`,
     );
   }
   const outcome = item[detector];

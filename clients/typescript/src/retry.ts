@@ -12,13 +12,14 @@ export function isRetryableStatus(status: number): boolean {
 export const INITIAL_RETRY_DELAY_MS = 500;
 /** Longest backoff delay, in milliseconds. */
 export const MAX_RETRY_DELAY_MS = 8_000;
-/** Longest `retry-after` the client honours; a longer one falls back to backoff. */
+/** Longest wait the client honours from `retry-after`; a longer request is cut to it. */
 export const MAX_RETRY_AFTER_MS = 60_000;
 
 /**
  * The server's requested wait in milliseconds, from `retry-after-ms`, or `retry-after` as
- * seconds or an HTTP date; undefined when absent, unreadable, negative or above
- * `MAX_RETRY_AFTER_MS`.
+ * seconds or an HTTP date, cut to `MAX_RETRY_AFTER_MS` (as the Python client does: a server
+ * that asks for 120 s gets 60 s, not a quick retry); undefined when absent, unreadable or
+ * negative.
  *
  * @param headers response headers, or undefined after a connection error.
  * @param now current time in epoch milliseconds (for HTTP dates).
@@ -34,16 +35,14 @@ export function retryAfterMs(headers: Headers | undefined, now = Date.now()): nu
     const seconds = Number(after);
     wait = Number.isNaN(seconds) ? Date.parse(after) - now : seconds * 1000;
   }
-  if (wait === undefined || !Number.isFinite(wait) || wait < 0 || wait > MAX_RETRY_AFTER_MS) {
-    return undefined;
-  }
-  return wait;
+  if (wait === undefined || !Number.isFinite(wait) || wait < 0) return undefined;
+  return Math.min(wait, MAX_RETRY_AFTER_MS);
 }
 
 /**
  * How long to wait before retry number `retry` (0 for the first retry): the server's
- * `retry-after` when it gave a usable one, else exponential backoff with jitter, so that many
- * clients turned away together do not come back together.
+ * `retry-after` (at most `MAX_RETRY_AFTER_MS`) when it gave a usable one, else exponential
+ * backoff with jitter, so that many clients turned away together do not come back together.
  *
  * @param retry how many retries came before this one.
  * @param headers the failed response's headers, or undefined after a connection error.

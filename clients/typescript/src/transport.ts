@@ -33,13 +33,21 @@ export interface Transport {
   authHint: string;
 }
 
-/** An attempt that failed in a way worth retrying, and the response headers if any. */
+/** An attempt that failed in a way worth retrying (a retryable status, a timeout or a
+ * connection error: all APIErrors), and the response headers if any. */
 interface Retryable {
-  error: AssayError;
+  error: APIError;
   headers: Headers | undefined;
 }
 
-function sleep(milliseconds: number, signal: AbortSignal | undefined): Promise<void> {
+/** Longest delay `setTimeout` keeps; a longer one would fire at once. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/**
+ * Wait `milliseconds` (at most about 24.8 days, the longest timer), or reject with the
+ * signal's reason as soon as it aborts.
+ */
+export function sleep(milliseconds: number, signal: AbortSignal | undefined): Promise<void> {
   return new Promise((resolve, reject) => {
     if (signal?.aborted) {
       reject(signal.reason);
@@ -49,10 +57,13 @@ function sleep(milliseconds: number, signal: AbortSignal | undefined): Promise<v
       clearTimeout(timer);
       reject(signal?.reason);
     };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener("abort", onAbort);
-      resolve();
-    }, milliseconds);
+    const timer = setTimeout(
+      () => {
+        signal?.removeEventListener("abort", onAbort);
+        resolve();
+      },
+      Math.min(milliseconds, MAX_TIMER_MS),
+    );
     signal?.addEventListener("abort", onAbort, { once: true });
   });
 }
@@ -74,8 +85,9 @@ function parseJSON(text: string): { json: unknown } | undefined {
  * @param path path below the base URL, starting with `/`.
  * @param body JSON-serialisable request body, or undefined for none.
  * @param options per-request overrides.
- * @throws APIError subclasses for error statuses, APIConnectionError / APITimeoutError when
- *   no answer came, after the retries are used up.
+ * @throws APIError subclasses: by status for error statuses, APIConnectionError /
+ *   APITimeoutError (status undefined) when no answer came, after the retries are used up;
+ *   AssayError when a success's body is not JSON.
  */
 export async function requestJSON<T>(
   transport: Transport,

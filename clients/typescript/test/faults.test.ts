@@ -1,5 +1,6 @@
 /**
- * Retries, timeouts and error classes, against loopback stubs that misbehave on purpose.
+ * Retries, timeouts, error classes and `jobs.wait`'s polling, against loopback stubs that
+ * misbehave on purpose.
  */
 
 import assert from "node:assert/strict";
@@ -7,15 +8,19 @@ import { afterEach, describe, test } from "node:test";
 
 import Client, {
   APIConnectionError,
+  APIError,
   APITimeoutError,
   AssayError,
   BadRequestError,
   ConflictError,
   InternalServerError,
+  JobWaitTimeoutError,
+  NotFoundError,
+  PayloadTooLargeError,
   RateLimitError,
   RequestTimeoutError,
   UnprocessableEntityError,
-  type APIError,
+  type JobStatus,
 } from "@assay/client";
 
 import { freePort } from "./support/server.js";
@@ -84,7 +89,7 @@ describe("retries", () => {
       assert.ok(error instanceof RateLimitError);
       assert.equal(error.status, 429);
       assert.equal(error.message, "429 server is busy (1 requests in flight)");
-      assert.equal(error.headers.get("retry-after"), "0");
+      assert.equal(error.headers?.get("retry-after"), "0");
       return true;
     });
     assert.equal(stub!.received.length, 4);
@@ -105,18 +110,68 @@ describe("retries", () => {
     assert.equal(stub!.received.length, 2);
   });
 
+  test("connections reset every time: retried maxRetries times, then an APIError with no status", async () => {
+    const client = await clientFor(
+      (_index, _request, response) => {
+        response.socket?.destroy();
+      },
+      { maxRetries: 2 },
+    );
+    await assert.rejects(client.detect(PARAMS), (error: unknown) => {
+      assert.ok(error instanceof APIConnectionError, String(error));
+      assert.ok(error instanceof APIError);
+      assert.equal(error.status, undefined);
+      assert.equal(error.headers, undefined);
+      return true;
+    });
+    assert.equal(stub!.received.length, 3);
+  });
+
+  test("a retry-after above 60 s is waited out (cut to 60 s), not replaced by quick backoff", async () => {
+    const client = await clientFor((_index, _request, response) => {
+      sendJSON(response, 429, { message: "busy", status: 429 }, { "retry-after": "120" });
+    });
+    // Backoff (what an over-long retry-after used to fall back to) retries within 0.5 s; the
+    // capped 60 s wait sends nothing more within the second.
+    const signal = AbortSignal.timeout(1000);
+    await assert.rejects(
+      client.inference.detect([], { signal }),
+      (error: unknown) => error instanceof DOMException && error.name === "TimeoutError",
+    );
+    assert.equal(stub!.received.length, 1);
+  });
+
   for (const [status, ErrorClass] of [
     [400, BadRequestError],
+    [404, NotFoundError],
+    [413, PayloadTooLargeError],
     [422, UnprocessableEntityError],
   ] as const) {
     test(`${status} is not retried: the request itself is wrong`, async () => {
       const client = await clientFor(
         failingThenOK(Infinity, status, "[0].generated_text: must not be empty"),
       );
-      await assert.rejects(client.detect(PARAMS), ErrorClass);
+      await assert.rejects(client.detect(PARAMS), (error: unknown) => {
+        assert.ok(error instanceof ErrorClass, String(error));
+        assert.equal(error.name, ErrorClass.name);
+        assert.equal(error.status, status);
+        return true;
+      });
       assert.equal(stub!.received.length, 1);
     });
   }
+
+  test("a 422 is also a BadRequestError, as in the Python client", async () => {
+    const client = await clientFor(failingThenOK(Infinity, 422, "[0].config: required"));
+    await assert.rejects(client.detect(PARAMS), (error: unknown) => {
+      assert.ok(error instanceof BadRequestError, String(error));
+      assert.ok(error instanceof UnprocessableEntityError);
+      assert.equal(error.name, "UnprocessableEntityError");
+      assert.equal(error.message, "422 [0].config: required");
+      return true;
+    });
+    assert.equal(stub!.received.length, 1);
+  });
 });
 
 describe("error classes", () => {
@@ -178,6 +233,8 @@ describe("timeouts and connection errors", () => {
     );
     await assert.rejects(client.detect(PARAMS), (error: unknown) => {
       assert.ok(error instanceof APITimeoutError);
+      assert.ok(error instanceof APIError);
+      assert.equal(error.status, undefined);
       assert.match(error.message, /no answer within 200 ms/);
       return true;
     });
@@ -189,6 +246,9 @@ describe("timeouts and connection errors", () => {
     const client = new Client({ baseURL: `http://127.0.0.1:${port}`, maxRetries: 1 });
     await assert.rejects(client.detect(PARAMS), (error: unknown) => {
       assert.ok(error instanceof APIConnectionError && !(error instanceof APITimeoutError));
+      assert.ok(error instanceof APIError);
+      assert.equal(error.status, undefined);
+      assert.equal(error.headers, undefined);
       assert.match(
         error.message,
         new RegExp(`POST http://127.0.0.1:${port}/v2/detect: .*ECONNREFUSED`),
@@ -208,6 +268,128 @@ describe("timeouts and connection errors", () => {
       client.inference.detect([], { signal: controller.signal }),
       /caller gave up/,
     );
+    assert.equal(stub!.received.length, 1);
+  });
+});
+
+describe("jobs.wait", () => {
+  /** A job in `state`; `attempts` tells one poll's answer from another. */
+  function job(state: JobStatus["state"], attempts: number): JobStatus {
+    return {
+      id: "job/1",
+      state,
+      attempts,
+      application_name: "app",
+      model_name: "m",
+      created_at: "2026-01-01T00:00:00Z",
+      finished_at: state === "done" || state === "failed" ? "2026-01-01T00:00:01Z" : null,
+      result: state === "done" ? { output_relevance: { instructions_list: [], score: 1 } } : null,
+      error: state === "failed" ? "judge failed" : null,
+    };
+  }
+
+  /** Answer poll number `index` with `states[index]` (the last one once they run out). */
+  function jobStates(...states: JobStatus["state"][]) {
+    return (index: number, _request: unknown, response: Parameters<typeof sendJSON>[0]) =>
+      sendJSON(response, 200, job(states[Math.min(index, states.length - 1)]!, index));
+  }
+
+  test("polls until the job is done and returns it", async () => {
+    const client = await clientFor(jobStates("queued", "running", "done"));
+    const done = await client.jobs.wait("job/1", { pollIntervalMs: 10 });
+    assert.deepEqual(done, job("done", 2));
+    assert.equal(stub!.received.length, 3);
+    for (const request of stub!.received) {
+      assert.equal(request.method, "GET");
+      assert.equal(request.path, "/v1/jobs/job%2F1");
+    }
+  });
+
+  test("a failed job is returned, not thrown: it is finished too", async () => {
+    const client = await clientFor(jobStates("running", "failed", "done"));
+    const failed = await client.jobs.wait("job/1", { pollIntervalMs: 10 });
+    assert.equal(failed.state, "failed");
+    assert.equal(failed.error, "judge failed");
+    assert.equal(stub!.received.length, 2);
+  });
+
+  test("polls every 500 ms by default", async () => {
+    const client = await clientFor(jobStates("running", "done"));
+    const started = performance.now();
+    assert.equal((await client.jobs.wait("job/1")).state, "done");
+    const elapsed = performance.now() - started;
+    assert.ok(elapsed >= 450 && elapsed < 3000, `${elapsed} ms`);
+    assert.equal(stub!.received.length, 2);
+  });
+
+  test("a job still running at the timeout: JobWaitTimeoutError holding the last job seen", async () => {
+    const client = await clientFor(jobStates("queued", "running"));
+    const started = performance.now();
+    await assert.rejects(
+      client.jobs.wait("job/1", { timeoutMs: 200, pollIntervalMs: 30 }),
+      (error: unknown) => {
+        assert.ok(error instanceof JobWaitTimeoutError, String(error));
+        assert.ok(error instanceof AssayError);
+        assert.equal(error.timeoutMs, 200);
+        // The last poll's answer, not the first.
+        assert.deepEqual(error.job, job("running", stub!.received.length - 1));
+        assert.equal(error.message, 'job "job/1" is still running after 200 ms');
+        return true;
+      },
+    );
+    const elapsed = performance.now() - started;
+    assert.ok(elapsed >= 195 && elapsed < 3000, `${elapsed} ms`);
+    assert.ok(stub!.received.length >= 3, String(stub!.received.length));
+  });
+
+  test("the last pause is cut to the time left, not a whole poll interval", async () => {
+    const client = await clientFor(jobStates("running"));
+    const started = performance.now();
+    await assert.rejects(
+      client.jobs.wait("job/1", { timeoutMs: 150, pollIntervalMs: 5_000 }),
+      JobWaitTimeoutError,
+    );
+    const elapsed = performance.now() - started;
+    assert.ok(elapsed >= 145 && elapsed < 3000, `${elapsed} ms`);
+    // One poll at the start, one when the time ran out.
+    assert.equal(stub!.received.length, 2);
+  });
+
+  test("bad options are AssayErrors naming the option, and nothing is sent", async () => {
+    const client = await clientFor(jobStates("done"));
+    for (const [options, pattern] of [
+      [{ timeoutMs: 0 }, /^timeoutMs: expected a number of milliseconds > 0, got 0$/],
+      [{ timeoutMs: -5 }, /^timeoutMs: .* got -5$/],
+      [{ timeoutMs: Number.NaN }, /^timeoutMs: .* got NaN$/],
+      [{ pollIntervalMs: 0 }, /^pollIntervalMs: expected a number of milliseconds > 0, got 0$/],
+      [{ pollIntervalMs: Number.NaN }, /^pollIntervalMs: .* got NaN$/],
+      [{ pollIntervalMs: "1" as unknown as number }, /^pollIntervalMs: .* got 1$/],
+    ] as const) {
+      await assert.rejects(client.jobs.wait("job/1", options), (error: unknown) => {
+        assert.ok(error instanceof AssayError, String(error));
+        assert.match(error.message, pattern);
+        return true;
+      });
+    }
+    assert.equal(stub!.received.length, 0);
+  });
+
+  test("an unknown job: the NotFoundError from retrieve, at once", async () => {
+    const client = await clientFor(failingThenOK(Infinity, 404, "no job job/1"));
+    await assert.rejects(client.jobs.wait("job/1", { pollIntervalMs: 10 }), NotFoundError);
+    assert.equal(stub!.received.length, 1);
+  });
+
+  test("the signal aborts the pause between polls", async () => {
+    const client = await clientFor(jobStates("running"));
+    const controller = new AbortController();
+    setTimeout(() => controller.abort(new Error("caller gave up")), 100);
+    const started = performance.now();
+    await assert.rejects(
+      client.jobs.wait("job/1", { pollIntervalMs: 60_000, signal: controller.signal }),
+      /caller gave up/,
+    );
+    assert.ok(performance.now() - started < 3000);
     assert.equal(stub!.received.length, 1);
   });
 });

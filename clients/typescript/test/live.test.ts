@@ -146,6 +146,24 @@ describe("detect", () => {
     assert.equal(job.application_name, "ts-async");
     assertWellFormed(job.result!["output_relevance"] as DetectorResult, 4);
   });
+
+  test("jobs.wait follows an async item to its result", async () => {
+    const [accepted] = await client.detect({
+      userQuery: QUESTION,
+      generatedText: ANSWER,
+      config: { completeness: { detector_name: "default" } },
+      context: POLICY,
+      asyncMode: true,
+      applicationName: "ts-wait",
+      modelName: "model-ts",
+    });
+    assert.ok(accepted && isAsyncAccepted(accepted), JSON.stringify(accepted));
+    const job = await client.jobs.wait(accepted.job_id, { timeoutMs: 60_000, pollIntervalMs: 50 });
+    assert.equal(job.id, accepted.job_id);
+    assert.equal(job.state, "done", JSON.stringify(job));
+    assert.equal(job.application_name, "ts-wait");
+    assertWellFormed(job.result!["completeness"] as DetectorResult, 8);
+  });
 });
 
 test("with no authHeader the client sends Bearer $ASSAY_API_KEY", async () => {

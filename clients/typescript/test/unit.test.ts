@@ -1,18 +1,29 @@
 /**
- * Plain functions: the camelCase mapping, the retry policy, and option checks.
+ * Plain functions: the camelCase mapping, the retry policy, the error hierarchy, and option
+ * checks.
  */
 
 import assert from "node:assert/strict";
 import { afterEach, describe, test } from "node:test";
 
 import Client, {
+  APIConnectionError,
+  APIError,
+  APITimeoutError,
   AssayError,
+  BadRequestError,
+  DEFAULT_JOB_POLL_INTERVAL_MS,
+  DEFAULT_JOB_WAIT_TIMEOUT_MS,
   DetectorFailedError,
+  JobWaitTimeoutError,
+  UnprocessableEntityError,
   detectorResult,
+  errorForResponse,
   isRetryableStatus,
   retryAfterMs,
   retryDelayMs,
   toRequestItem,
+  type JobStatus,
 } from "@assay/client";
 
 describe("toRequestItem", () => {
@@ -86,10 +97,31 @@ describe("retry policy", () => {
   });
 
   test("unusable retry-after values are ignored", () => {
-    for (const value of ["soon", "-1", "3600", ""]) {
+    for (const value of ["soon", "-1", "Infinity", ""]) {
       assert.equal(retryAfterMs(new Headers({ "retry-after": value })), undefined, value);
     }
+    assert.equal(retryAfterMs(new Headers({ "retry-after-ms": "-5" })), undefined);
     assert.equal(retryAfterMs(undefined), undefined);
+  });
+
+  test("a retry-after above 60 s is cut to 60 s, not ignored (as in the Python client)", () => {
+    assert.equal(retryAfterMs(new Headers({ "retry-after": "60" })), 60_000);
+    assert.equal(retryAfterMs(new Headers({ "retry-after": "120" })), 60_000);
+    assert.equal(retryAfterMs(new Headers({ "retry-after": "3600" })), 60_000);
+    assert.equal(retryAfterMs(new Headers({ "retry-after-ms": "120000" })), 60_000);
+    const now = Date.parse("2026-01-01T00:00:00Z");
+    assert.equal(
+      retryAfterMs(new Headers({ "retry-after": "Thu, 01 Jan 2026 00:02:00 GMT" }), now),
+      60_000,
+    );
+    // The wait before the retry is the capped 60 s, not a short backoff (which hammers a
+    // server that asked for two minutes).
+    for (const retry of [0, 3]) {
+      assert.equal(
+        retryDelayMs(retry, new Headers({ "retry-after": "120" }), () => 0.5),
+        60_000,
+      );
+    }
   });
 
   test("the server's retry-after wins over backoff", () => {
@@ -109,6 +141,64 @@ describe("retry policy", () => {
     const spread = new Set(Array.from({ length: 20 }, () => retryDelayMs(2, new Headers())));
     assert.ok(spread.size > 1, "jitter spreads retries out");
     for (const delay of spread) assert.ok(delay > 1500 && delay <= 2000, String(delay));
+  });
+});
+
+describe("error hierarchy (as in the Python client)", () => {
+  test("a 422 is an UnprocessableEntityError and also a BadRequestError", () => {
+    const error = errorForResponse(
+      422,
+      { message: "[0].config: required", status: 422 },
+      new Headers(),
+    );
+    assert.ok(error instanceof UnprocessableEntityError);
+    assert.ok(error instanceof BadRequestError);
+    assert.ok(error instanceof APIError);
+    assert.equal(error.name, "UnprocessableEntityError");
+    assert.equal(error.status, 422);
+    // A 400 is a BadRequestError but not a 422.
+    const plain = errorForResponse(400, { message: "not JSON", status: 400 }, new Headers());
+    assert.ok(plain instanceof BadRequestError && !(plain instanceof UnprocessableEntityError));
+    assert.equal(plain.name, "BadRequestError");
+  });
+
+  test("no answer at all is an APIError with no status, headers or body", () => {
+    const cause = new TypeError("fetch failed");
+    const refused = new APIConnectionError("POST http://x/v2/detect: refused", cause);
+    const silent = new APITimeoutError("POST http://x/v2/detect: no answer within 5 ms");
+    for (const error of [refused, silent]) {
+      assert.ok(error instanceof APIError);
+      assert.ok(error instanceof AssayError);
+      assert.ok(error instanceof APIConnectionError);
+      assert.equal(error.status, undefined);
+      assert.equal(error.headers, undefined);
+      assert.equal(error.body, undefined);
+    }
+    assert.equal(refused.cause, cause);
+    assert.equal(refused.message, "POST http://x/v2/detect: refused");
+    assert.equal(refused.name, "APIConnectionError");
+    assert.equal(silent.name, "APITimeoutError");
+    assert.ok(!(refused instanceof APITimeoutError));
+  });
+
+  test("JobWaitTimeoutError holds the last job and the timeout, and is an AssayError", () => {
+    const job: JobStatus = {
+      id: "job-1",
+      state: "running",
+      attempts: 1,
+      application_name: "app",
+      model_name: "m",
+      created_at: "2026-01-01T00:00:00Z",
+      finished_at: null,
+      result: null,
+      error: null,
+    };
+    const error = new JobWaitTimeoutError(job, 1500);
+    assert.ok(error instanceof AssayError && !(error instanceof APIError));
+    assert.equal(error.job, job);
+    assert.equal(error.timeoutMs, 1500);
+    assert.equal(error.name, "JobWaitTimeoutError");
+    assert.equal(error.message, 'job "job-1" is still running after 1500 ms');
   });
 });
 
@@ -162,6 +252,11 @@ describe("Client options", () => {
     const client = new Client({ baseURL: "http://127.0.0.1:1" });
     assert.equal(client.timeout, 150_000);
     assert.equal(client.maxRetries, 2);
+  });
+
+  test("jobs.wait defaults are the Python client's 60 s timeout and 0.5 s poll interval", () => {
+    assert.equal(DEFAULT_JOB_WAIT_TIMEOUT_MS, 60_000);
+    assert.equal(DEFAULT_JOB_POLL_INTERVAL_MS, 500);
   });
 
   test("an auth header is trimmed, and one an HTTP header cannot carry is named, not shown", () => {
