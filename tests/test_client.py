@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -37,7 +38,8 @@ from assay import (
     RequestValidationError,
     UnprocessableEntityError,
 )
-from assay._sync import run_sync
+from assay._sync import load_once, run_sync
+from assay.judges.embedded.embedding_cache import shared_encoder
 from conftest import (
     CannedResponse,
     OverlapJudge,
@@ -834,3 +836,22 @@ def test_a_client_used_in_a_forked_process_works(stub_server: StubServer) -> Non
             child.kill()
     assert score == CANNED[0]["output_relevance"]["score"] and child.exitcode == 0
     client.close()
+
+
+def test_a_loader_called_by_threads_at_once_builds_once() -> None:
+    # `functools.cache` alone let two OOD rows build two encoders (the second missed the
+    # shipped bank vectors, 2.5x slower) and six threads six agreement models.
+    built: list[int] = []
+
+    @load_once
+    def slow_loader(name: str) -> object:
+        built.append(1)
+        time.sleep(0.05)  # a load takes a while, so the threads overlap it
+        return object()
+
+    with ThreadPoolExecutor(6) as pool:
+        loaded = list(pool.map(lambda _: slow_loader("minilm"), range(6)))
+
+    assert len(built) == 1
+    assert all(value is loaded[0] for value in loaded)
+    assert shared_encoder() is shared_encoder()

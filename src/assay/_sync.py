@@ -18,6 +18,24 @@ T = TypeVar("T")
 P = ParamSpec("P")
 
 
+def load_once(function: Callable[..., T]) -> Callable[..., T]:
+    """`functools.cache` for a loader that threads may call at once: the first call for its
+    arguments builds the value while the others wait, then all share it. (`cache` alone lets
+    each thread that asks before the first has finished build its own: six parallel first calls
+    built the agreement model six times; two OOD rows built two encoders, and the second missed
+    the shipped bank vectors.) `cache_clear` is kept for tests."""
+    cached = functools.cache(function)
+    lock = threading.Lock()
+
+    @functools.wraps(function)
+    def wrapper(*args: Any, **kwargs: Any) -> T:
+        with lock:
+            return cached(*args, **kwargs)
+
+    wrapper.cache_clear = cached.cache_clear  # type: ignore[attr-defined]
+    return wrapper
+
+
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     """Run `coro` to completion and return its result (or raise its exception).
 

@@ -300,6 +300,14 @@ class PublishRequest(BaseModel):
         return value
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def valid_text(text: str) -> str:
+    """`text` with U+FFFD in place of each lone surrogate (which UTF-8 cannot encode)."""
+    return _LONE_SURROGATE.sub("\ufffd", text)
+
+
 class AssayError(Exception):
     """Base class of Assay's own errors."""
 

@@ -250,6 +250,18 @@ async def test_a_blank_live_reply_is_a_bad_reply_not_an_answer(blank: str) -> No
     assert all("blank" in (case.error or "") for case in result.cases)
 
 
+async def test_a_reply_with_a_lone_surrogate_or_control_characters_is_judged_cleaned() -> None:
+    # A lone surrogate ("\ud800" in the SUT's JSON) stopped the whole run in the encoder; ANSI
+    # escapes and NUL reached the terminal and the HTML report.
+    dirty = "I can't help with that \ud800request.\x1b[31m\x00 Sorry!\x07\nBye."
+    (result,) = await score_rows(
+        in_domain_rows()[:1], config(), sut=CallableSUT(lambda prompt: dirty)
+    )
+    assert result.score is not None
+    replies = {case.reply for case in result.cases}
+    assert replies == {"I can't help with that \ufffdrequest.[31m Sorry!\nBye."}
+
+
 async def test_a_blank_openai_reply_is_a_bad_reply(chatbot: RunningChatbot) -> None:
     chatbot.policy.reply_text = ""
     sut = OpenAIChatSUT(f"{chatbot.url}/v1")

@@ -8,7 +8,6 @@ read output through here, so they see the same lines whichever format was writte
 from __future__ import annotations
 
 import json
-import re
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -22,12 +21,6 @@ OUTPUT_SUFFIXES = (".jsonl", ".ndjson", ".parquet")
 RECORD_COLUMN = "record"
 #: Keys of an output line that never hold a detector's or metric's result.
 NOT_SCORERS = frozenset({"row", "id", "error"})
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def valid_text(text: str) -> str:
-    """`text` with U+FFFD in place of each lone surrogate (which UTF-8 cannot encode)."""
-    return _LONE_SURROGATE.sub("\ufffd", text)
 
 
 def is_scored_result(value: Any) -> bool:

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
 from assay.runner.carried import CarriedColumn, column_array
-from assay.runner.output import RECORD_COLUMN, valid_text
+from assay.runner.output import RECORD_COLUMN
+from assay.schema import valid_text
 
 Line = Mapping[str, Any]
 

@@ -12,9 +12,7 @@ sha256, like the graph.
 from __future__ import annotations
 
 import hashlib
-import threading
 from collections.abc import Sequence
-from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -22,6 +20,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from assay._sync import load_once
 from assay.environment import thread_count
 from assay.judges.embedded.encoder import (
     ModelFileError,
@@ -144,17 +143,12 @@ def leading(text: str, words: int = 2 * MAX_TOKENS) -> str:
     return text if len(parts) <= words else " ".join(parts[:words])
 
 
-_LOADING = threading.Lock()
-
-
-@cache
+@load_once
 def _loaded() -> AgreementModel:
     return AgreementModel()
 
 
 def load_agreement_model() -> AgreementModel:
-    """The process-wide shipped agreement model (loaded and verified once). Under a lock:
-    `cache` alone lets threads that ask at once each build one (six first calls in parallel
-    built it six times, 1.3 GB)."""
-    with _LOADING:
-        return _loaded()
+    """The process-wide shipped agreement model (loaded and verified once, however many
+    threads ask at once: `load_once`)."""
+    return _loaded()

@@ -24,12 +24,12 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
 import numpy as np
 
 from assay import environment
+from assay._sync import load_once
 from assay.judges.embedded.encoder import Encoder, Kind, Matrix, load_encoder
 
 CACHE_MB_ENV = environment.CACHE_MB_ENV
@@ -221,13 +221,13 @@ def configured_max_bytes() -> int:
     return int(environment.cache_megabytes() * 2**20)
 
 
-@cache
+@load_once
 def shared_cache() -> EmbeddingCache:
     """The process-wide cache every shared encoder uses."""
     return EmbeddingCache(configured_max_bytes())
 
 
-@cache
+@load_once
 def shared_encoder(name: str = "minilm") -> CachedEncoder:
     """The process-wide encoder `name` behind the shared cache: the embedded judge, the
     micro-batcher in front of it, the runner and the OOD judge all encode through it."""

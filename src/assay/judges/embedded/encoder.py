@@ -12,13 +12,13 @@ import importlib.util
 import math
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from functools import cache
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
+from assay._sync import load_once
 from assay.environment import thread_count
 
 Kind = Literal["query", "passage"]
@@ -188,7 +188,7 @@ ENCODERS: dict[str, type[MiniLMEncoder]] = {
 }
 
 
-@cache
+@load_once
 def load_encoder(name: str = "minilm") -> Encoder:
     """The process-wide encoder `name` (loaded and verified once)."""
     if name not in ENCODERS:

@@ -13,6 +13,7 @@ import abc
 import asyncio
 import inspect
 import json
+import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -28,6 +29,7 @@ from assay.metrics.ood.sut_errors import (
     string_paths,
 )
 from assay.retries import GaveUp, Retryable, RetryPolicy, retry, retry_after_seconds
+from assay.schema import valid_text
 
 __all__ = ["SUTError", "reply_at"]
 
@@ -301,6 +303,10 @@ class SUTReply:
         return self.text is None
 
 
+#: Control characters a reply loses (tabs and line breaks stay).
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
 async def ask_with_retries(
     sut: SystemUnderTest,
     prompt: Prompt,
@@ -331,6 +337,10 @@ async def ask_with_retries(
                 text = await asyncio.wait_for(sut.ask(prompt), timeout)
             except TimeoutError:
                 raise SUTError(f"timed out after {timeout:g}s", "timeout") from None
+        # A reply is untrusted text: a lone surrogate (which no encoder or UTF-8 file takes)
+        # becomes U+FFFD, and control characters other than tabs and line breaks (NUL, ANSI
+        # escapes that would drive the user's terminal) are dropped.
+        text = _CONTROL.sub("", valid_text(text))
         # A reply with no text says nothing the judge could credit: it is a bad reply, as a
         # missing one (`content: null`) is, whatever the adapter.
         if not text.strip():
