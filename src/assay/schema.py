@@ -274,6 +274,11 @@ class PublishedItem(BaseModel):
     def _bounded_context(cls, value: str | list[str] | None) -> str | list[str] | None:
         return DetectRequestItem._bounded_context(value)
 
+    @field_validator("generated_text")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        return DetectRequestItem._not_blank(value)  # as /v2/detect: nothing was scored
+
     def context_documents(self) -> list[str]:
         """The context as a list of non-blank documents."""
         documents = [self.context] if isinstance(self.context, str) else (self.context or [])

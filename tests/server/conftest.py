@@ -22,6 +22,7 @@ import uvicorn
 from fastapi import FastAPI
 from sqlalchemy import text
 
+from assay.detectors import DETECTORS
 from assay.judges import Judge, Question, Verdict, register_judge
 from assay.schema import JudgeFailure
 from assay.server import ServerSettings, create_app
@@ -163,3 +164,14 @@ def relevance_item(**fields: Any) -> dict[str, Any]:
 def published(application: str = "shop", model: str = "model-a", **fields: Any) -> dict[str, Any]:
     """A relevance item with publish on, under `application`/`model`."""
     return relevance_item(publish=True, application_name=application, model_name=model, **fields)
+
+
+def followed_result(detector: str = "output_relevance") -> dict[str, Any]:
+    """A result `detector` could give, for publishing: every instruction followed."""
+    return {
+        "instructions_list": [
+            {"explanation": "", "follow_probability": 0.9, "instruction": i.text, "label": True}
+            for i in DETECTORS[detector].instructions
+        ],
+        "score": 1.0,
+    }

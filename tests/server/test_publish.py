@@ -20,11 +20,12 @@ import httpx
 import pytest
 
 from assay import Client
+from assay.detectors import DETECTORS
 from assay.runner.output import iter_output_lines
 from assay.server.process import free_port
 from conftest import both_backends
 
-from .conftest import API_KEY, AUTH, LiveServer, ServerFactory
+from .conftest import API_KEY, AUTH, LiveServer, ServerFactory, followed_result
 
 HERE = Path(__file__).resolve().parents[1]
 WITH_TEST_JUDGES = [sys.executable, str(HERE / "assay_with_test_judges.py")]
@@ -202,13 +203,20 @@ def test_a_wrong_server_url_is_corrected_without_scoring_again(
 
 
 def published_item(key: str, detector: str = "output_relevance") -> dict[str, Any]:
-    result = {
-        "instructions_list": [
-            {"explanation": "", "follow_probability": 0.9, "instruction": "x", "label": True}
-        ],
-        "score": 1.0,
-    }
+    """An item with a result the detector could give (any result for an unknown detector)."""
+    result = followed_result(detector) if detector in DETECTORS else {"score": 1.0}
     return {"key": key, "generated_text": f"answer {key}", "results": {detector: result}}
+
+
+def edited_item(probability: float | None = None, score: float | None = None) -> dict[str, Any]:
+    """A published item whose first probability or whose score is set by hand."""
+    item = published_item("1")
+    result = item["results"]["output_relevance"]
+    if probability is not None:
+        result["instructions_list"][0]["follow_probability"] = probability
+    if score is not None:
+        result["score"] = score
+    return item
 
 
 def one_result(result: Any, detector: str = "output_relevance") -> dict[str, Any]:
@@ -263,6 +271,49 @@ def test_one_run_published_to_two_applications_or_models_is_stored_in_each(
 @pytest.mark.parametrize(
     ("path", "body", "status", "message"),
     [
+        (
+            # Results Assay could never give were stored and shown on the dashboard.
+            "/v1/applications/nightly/detections",
+            one_result(
+                {
+                    "instructions_list": [
+                        {
+                            "explanation": "",
+                            "follow_probability": 0.9,
+                            "instruction": "Made-up instruction",
+                            "label": True,
+                        }
+                    ],
+                    "score": 1.0,
+                }
+            ),
+            422,
+            "items[0].results.output_relevance.instructions_list: must be the 4 instructions of "
+            "output_relevance, in order",
+        ),
+        (
+            "/v1/applications/nightly/detections",
+            {"model_name": "m1", "run_id": "r", "items": [edited_item(probability=0.01)]},
+            422,
+            "items[0].results.output_relevance.instructions_list[0].label: true with "
+            "follow_probability 0.01",
+        ),
+        (
+            "/v1/applications/nightly/detections",
+            {"model_name": "m1", "run_id": "r", "items": [edited_item(score=0.5)]},
+            422,
+            "items[0].results.output_relevance.score: 0.5, where its labels give 1.0",
+        ),
+        (
+            "/v1/applications/nightly/detections",
+            {
+                "model_name": "m1",
+                "run_id": "r",
+                "items": [{**published_item("1"), "generated_text": " "}],
+            },
+            422,
+            "items[0].generated_text: must not be empty",
+        ),
         (
             # A result is stored exactly as Assay writes it: "1" is not converted to a score.
             "/v1/applications/nightly/detections",
@@ -349,6 +400,10 @@ def test_one_run_published_to_two_applications_or_models_is_stored_in_each(
         ),
     ],
     ids=[
+        "made-up-instruction",
+        "label-against-probability",
+        "score-against-labels",
+        "blank-text",
         "score-as-text",
         "misspelt-key",
         "unknown-detector",

@@ -19,7 +19,7 @@ from assay.store import Detection, Job, Store
 from assay.store.temporary_postgres import TemporaryPostgres
 from conftest import both_backends
 
-from .conftest import API_KEY, AUTH, ServerFactory, published
+from .conftest import API_KEY, AUTH, ServerFactory, followed_result, published
 
 JOBS = 300
 PER_REQUEST = 50
@@ -154,7 +154,7 @@ def test_a_batch_published_to_two_servers_at_once_is_stored_once(
             "key": f"row-{n}",
             "user_query": "q",
             "generated_text": f"answer {n}",
-            "results": {"output_relevance": {"instructions_list": [], "score": 1.0}},
+            "results": {"output_relevance": followed_result()},
         }
         for n in range(40)
     ]

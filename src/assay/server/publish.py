@@ -103,6 +103,10 @@ def _parse(body: Any) -> PublishRequest:
         first = _relevant_error(error, {(i, n): r for i, n, r in raw_results})
         where = field_location(None, first["loc"], RESULT_MODELS) or "body"
         raise ServerError(422, f"{where}: {_message(first['msg'])}") from None
+    for index, item in enumerate(request.items):
+        for name, result in item.results.items():
+            if isinstance(result, DetectorResult):
+                _check_result(result, name, f"items[{index}].results.{name}")
     first_at: dict[Any, int] = {}
     for index, item in enumerate(request.items):
         if item.key in first_at:
@@ -113,6 +117,32 @@ def _parse(body: Any) -> PublishRequest:
             )
         first_at[item.key] = index
     return request
+
+
+def _check_result(result: DetectorResult, name: str, where: str) -> None:
+    """422 unless `result` is one `name` could give: its own instructions in order, each label
+    true exactly when its probability is at least 0.5, the score the fraction its labels give."""
+    detector = DETECTORS[name]
+    texts = [instruction.text for instruction in detector.instructions]
+    if [entry.instruction for entry in result.instructions_list] != texts:
+        raise ServerError(
+            422,
+            f"{where}.instructions_list: must be the {len(texts)} instructions of {name}, in "
+            "order (GET /v1/detectors lists them)",
+        )
+    for k, entry in enumerate(result.instructions_list):
+        if entry.label != (entry.follow_probability >= 0.5):
+            raise ServerError(
+                422,
+                f"{where}.instructions_list[{k}].label: {str(entry.label).lower()} with "
+                f"follow_probability {entry.follow_probability}; a label is true when the "
+                "probability is at least 0.5",
+            )
+    expected = detector.score([entry.label for entry in result.instructions_list])
+    if abs(result.score - expected) > 1e-4:
+        raise ServerError(
+            422, f"{where}.score: {result.score}, where its labels give {round(expected, 4)}"
+        )
 
 
 def _relevant_error(error: ValidationError, results: dict[tuple[Any, Any], Any]) -> Any:
