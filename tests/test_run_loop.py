@@ -300,6 +300,25 @@ def test_resuming_says_from_which_row_and_a_finished_output_is_not_overwritten(
     assert len(out.read_text().splitlines()) == 30
 
 
+def test_an_out_file_no_run_wrote_is_refused_and_a_hard_linked_input_too(tmp_path: Path) -> None:
+    data = write_jsonl(tmp_path / "rows.jsonl", rows_with(["answer one", "answer two"]))
+    dataset = write_jsonl(tmp_path / "other.jsonl", rows_with(["a dataset, not a run"]))
+    before = dataset.read_bytes()
+    linked = tmp_path / "linked.jsonl"
+    os.link(data, linked)
+
+    for extra in ([], ["--retry-failed"]):
+        refused = assay("run", str(data), "--out", str(dataset), "--judge", "light", *extra)
+        # It said "holds a finished run; pass --overwrite", which destroyed the dataset.
+        assert refused.returncode == 2
+        assert "exists but is no Assay run's output" in one_error_line(refused)
+    same = assay("run", str(data), "--out", str(linked), "--judge", "light", "--overwrite")
+
+    assert dataset.read_bytes() == before
+    assert same.returncode == 2 and "must not be the input file" in one_error_line(same)
+    assert len(data.read_text().splitlines()) == 2  # the input was emptied before
+
+
 def test_retry_failed_on_a_run_without_failures_says_so(tmp_path: Path) -> None:
     data = write_jsonl(tmp_path / "rows.jsonl", rows_with(["answer one", "answer two"]))
     common = ["run", str(data), "--out", str(tmp_path / "out.jsonl"), "--judge", "light"]

@@ -194,9 +194,29 @@ def prepare_run(
         raise RequestValidationError("FILE", f"{input_path} holds no rows to score")
     output_path = output_path or default_output_path(input_path)
     check_output_path(output_path)
-    if output_path.resolve() == input_path.resolve():
+    # A hard link is the input under another name: replacing it would empty the input.
+    if output_path.resolve() == input_path.resolve() or (
+        output_path.exists() and output_path.samefile(input_path)
+    ):
         raise RequestValidationError("out", "must not be the input file")
     return output_path
+
+
+def check_run_output(output_path: Path) -> None:
+    """Refuse an existing `output_path` that no Assay run wrote (no summary and no checkpoint
+    beside it, e.g. a dataset given as --out by mistake): it is not a run to resume, keep or
+    retry, and replacing it is the user's call, not advice."""
+    if (
+        output_path.exists()
+        and not summary_path_for(output_path).exists()
+        and not checkpoint_path_for(output_path).exists()
+    ):
+        raise RequestValidationError(
+            "out",
+            f"{output_path} exists but is no Assay run's output (no "
+            f"{summary_path_for(output_path).name} beside it); choose another --out, or pass "
+            "--overwrite if that file may be replaced",
+        )
 
 
 @dataclass
@@ -340,6 +360,7 @@ async def drive_run(
     checkpoint = resume_checkpoint(checkpoint_path, this_run, input_path, scorer, control)
     keep = control.keep_finished and not control.overwrite
     if checkpoint is None and output_path.exists() and keep:
+        check_run_output(output_path)
         recorded = _recorded_summary(output_path)
         if finished_fingerprint(output_path, summary=recorded) == this_run:
             settings = settings_fingerprint(scorer)

@@ -22,6 +22,7 @@ from assay.runner.local import (
     ProgressCallback,
     RunControl,
     RunOptions,
+    check_run_output,
     finished_fingerprint,
     prepare_run,
     run_fingerprint,
@@ -68,6 +69,7 @@ async def retry_failed_async(
             "out",
             "that run is unfinished; rerun the same command without --retry-failed to finish it",
         )
+    check_run_output(output_path)
     settings = settings_fingerprint(scorer)
     if finished_fingerprint(output_path, "settings") not in (None, settings):
         raise RequestValidationError(
