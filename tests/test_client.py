@@ -766,6 +766,29 @@ def test_remote_items_json_cannot_carry_are_refused_naming_the_field(
     assert stub_server.requests == []
 
 
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"generated_text": 5}, "[0].generated_text"),
+        ({"generated_text": " "}, "[0].generated_text"),
+        ({"config": None}, "[0].config"),
+        ({"publish": True}, "[0].application_name"),
+    ],
+)
+def test_a_malformed_item_is_refused_before_it_is_sent_as_in_process(
+    stub_server: StubServer, change: dict[str, Any], field: str
+) -> None:
+    # With a server it went out and came back as a 422 UnprocessableEntityError, so code
+    # catching RequestValidationError (as in-process) stopped working once base_url was set.
+    item = {**relevance_item(), **change}
+    with pytest.raises(RequestValidationError) as in_process:
+        Client().inference.detect(body=[item])
+    with pytest.raises(RequestValidationError) as remote:
+        Client(base_url=stub_server.url, max_retries=0).inference.detect(body=[item])
+    assert remote.value.field == in_process.value.field == field
+    assert stub_server.requests == []
+
+
 def test_remote_async_client_serves_a_second_event_loop(stub_server: StubServer) -> None:
     # Its connection pool belonged to the first loop: the second asyncio.run failed with
     # "Event loop is closed".

@@ -282,7 +282,11 @@ class _ClientBase:
             raise gave_up.error from gave_up.error.__cause__
 
     async def _detect_remote(self, items: list[Any]) -> DetectResponse:
-        return _response_items(await self._request("POST", DETECT_PATH, _wire_items(items)))
+        # Checked here as in-process, so a malformed item is the same RequestValidationError
+        # either way and costs no round trip; detector and judge names are the server's to know.
+        wire = _wire_items(items)
+        parse_items(wire, registry=False)
+        return _response_items(await self._request("POST", DETECT_PATH, wire))
 
     async def _retrieve_job(self, job_id: str) -> Job:
         if not isinstance(job_id, str) or not job_id:

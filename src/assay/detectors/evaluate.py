@@ -168,15 +168,17 @@ def parse_item(raw: Any, index: int | None = None, *, registry: bool = True) -> 
     return item
 
 
-def parse_items(body: Any) -> list[DetectRequestItem]:
-    """Validate a request body: a list of items (a single object is accepted as a list of one)."""
+def parse_items(body: Any, *, registry: bool = True) -> list[DetectRequestItem]:
+    """Validate a request body: a list of items (a single object is accepted as a list of one).
+
+    registry: as for `parse_item` (False for a body a server will judge)."""
     if isinstance(body, dict | DetectRequestItem):
         body = [body]
     if not isinstance(body, list):
         raise RequestValidationError("body", "must be a JSON array of request items")
     if not body:
         raise RequestValidationError("body", "must contain at least one item")
-    return [parse_item(raw, index) for index, raw in enumerate(body)]
+    return [parse_item(raw, index, registry=registry) for index, raw in enumerate(body)]
 
 
 def _has_input(item: DetectRequestItem, field: str) -> bool:
