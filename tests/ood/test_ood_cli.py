@@ -159,9 +159,17 @@ def test_ood_profile_without_examples_is_refused(tmp_path: Path) -> None:
 
 
 def test_ood_against_a_dead_endpoint_stops_after_one_question_with_exit_2(
-    profile_file: Path,
+    profile_file: Path, tmp_path: Path
 ) -> None:
-    done = assay("ood", "--use-case", str(profile_file), "--sut-url", "http://127.0.0.1:9/v1")
+    # Files an earlier run wrote: a passing JUnit file left behind contradicted the exit code.
+    out, junit = tmp_path / "ood.jsonl", tmp_path / "ood.xml"
+    for stale in (out, Path(f"{out}.summary.json"), junit):
+        stale.write_text("from an earlier run")
+    done = assay(
+        "ood", "--use-case", str(profile_file), "--sut-url", "http://127.0.0.1:9/v1",
+        "--out", str(out), "--junit", str(junit),
+    )  # fmt: skip
+    assert not out.exists() and not Path(f"{out}.summary.json").exists() and not junit.exists()
     assert done.returncode == 2
     (message,) = done.stderr.strip().splitlines()[-1:]
     assert message.startswith("error: sut: OpenAI-compatible endpoint http://127.0.0.1:9/v1")

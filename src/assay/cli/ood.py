@@ -54,7 +54,7 @@ from assay.metrics.ood.run_config import build_sut
 from assay.metrics.ood.scorer import RowResult, score_rows
 from assay.metrics.ood.summary import OODSummary, OODTally
 from assay.report.ood_tables import ood_tables
-from assay.runner.local import write_summary
+from assay.runner.local import summary_path_for, write_summary
 from assay.runner.metric_rows import metric_line
 from assay.runner.ood_gates import (
     DEFAULT_MAX_MISSED_REFUSAL,
@@ -265,6 +265,11 @@ def ood_command(
             probed = done
             progress.update(task, completed=done)
 
+        # What an earlier run wrote there goes now: a run that stops (an unreachable system,
+        # Ctrl-C) must not leave a passing JUnit file or last run's output behind its exit code.
+        for stale in (out, out and summary_path_for(out), junit):
+            if stale is not None and stale.is_file():
+                stale.unlink()
         with progress_bar("probing") as (progress, task):
             progress.update(task, total=len(rows))
             with terminate_as_interrupt(), contextlib.suppress(KeyboardInterrupt):

@@ -83,7 +83,12 @@ def check_not_overwriting(path: Path, field: str, kept: Mapping[str, Path | None
     kept: what each file is, for the message ("the input file", "--out"), to its path.
     """
     for name, other in kept.items():
-        if other is not None and path.resolve() == other.resolve():
+        if other is None:
+            continue
+        # A hard link is the same file under another name.
+        if path.resolve() == other.resolve() or (
+            path.exists() and other.exists() and path.samefile(other)
+        ):
             raise RequestValidationError(
                 field, f"must not be {name} ({other}): it would be overwritten"
             )
