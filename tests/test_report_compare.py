@@ -247,6 +247,27 @@ def test_fail_on_regression_fails_when_no_rows_pair_up(tmp_path: Path) -> None:
     assert gate.find("failure") is not None
 
 
+def test_fail_on_regression_fails_when_candidate_rows_repeat_an_id(tmp_path: Path) -> None:
+    # The candidate's second row with an id went unpaired as "only in the candidate", so a run
+    # that added 2 off-topic answers under the baseline's ids passed the gate unchanged.
+    baseline, candidate = tmp_path / "base.jsonl", tmp_path / "new.jsonl"
+    baseline.write_text("".join(json.dumps(line(n, 1.0, f"q{n}")) + "\n" for n in (1, 2)))
+    rows = [line(1, 1.0, "q1"), line(2, 1.0, "q2"), line(3, 0.0, "q1"), line(4, 0.0, "q2")]
+    candidate.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    junit = tmp_path / "junit.xml"
+
+    done = assay(
+        "report", str(baseline), str(candidate), "--fail-on-regression", "--junit", str(junit),
+        "--html", str(tmp_path / "r.html"),
+    )  # fmt: skip
+
+    assert done.returncode == 1, done.stderr
+    assert "2 rows of" in done.stderr and "repeat an id an earlier row of it has" in done.stderr
+    assert "0 only in the baseline, 0 only in" in done.stdout
+    [gate] = [c for c in ET.parse(junit).getroot() if c.get("name").endswith("pairing")]
+    assert gate.find("failure") is not None
+
+
 @pytest.mark.parametrize("target", ["output", "baseline", "html"])
 def test_report_files_must_not_overwrite_the_runs_it_reads(tmp_path: Path, target: str) -> None:
     baseline, candidate = tmp_path / "base.jsonl", tmp_path / "new.jsonl"

@@ -273,7 +273,10 @@ def _regression_gates(comparison: Comparison) -> list[gates.GateCase]:
             )
         ]
     failed = {message.split(":", 1)[0]: message for message in comparison.regressions()}
-    return [
+    cases = [
         gates.GateCase(f"--fail-on-regression {s.name}", failed.get(s.name))
         for s in comparison.scorers
     ]
+    if comparison.pairing_problem:
+        cases.append(gates.GateCase("--fail-on-regression pairing", comparison.pairing_problem))
+    return cases

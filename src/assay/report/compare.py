@@ -96,6 +96,8 @@ class Comparison:
     """Two runs compared: their sources, how rows were paired, and per scorer what changed.
 
     only_baseline / only_candidate: rows that had no partner in the other run.
+    repeated_ids: candidate rows whose id an earlier candidate row had (paired by id, they
+        cannot be paired, so nothing says whether they got worse).
     """
 
     baseline_source: str
@@ -104,6 +106,19 @@ class Comparison:
     scorers: list[ScorerChange]
     only_baseline: int = 0
     only_candidate: int = 0
+    repeated_ids: int = 0
+
+    @property
+    def pairing_problem(self) -> str | None:
+        """Why some candidate rows could not be compared at all (a regression gate must not
+        pass on rows it cannot pair), or None."""
+        if not self.repeated_ids:
+            return None
+        return (
+            f"{self.repeated_ids} rows of {self.candidate_source} repeat an id an earlier row "
+            "of it has, so they cannot be paired with the baseline by id; give each row its "
+            "own id (or none, to pair by row number)"
+        )
 
     def regressions(self) -> list[str]:
         """One message per scorer whose mean fell beyond the noise (`--fail-on-regression`)."""
@@ -176,11 +191,18 @@ class _Pairing:
         self.ids = ids
         self.paired_by = "id" if ids else "row"
         self.used: set[int] = set()
+        self.candidate_ids: set[str] = set()
+        self.repeated = 0
 
     def partner(self, line: Mapping[str, Any]) -> int | None:
         """The baseline row number paired with `line`, or None."""
         if self.ids:
-            row = self.ids.get(str(line.get("id")))
+            row_id = str(line.get("id"))
+            if row_id in self.candidate_ids:
+                self.repeated += 1
+                return None
+            self.candidate_ids.add(row_id)
+            row = self.ids.get(row_id)
         else:
             row = int(line["row"]) if int(line["row"]) in self.rows else None
         if row is None or row in self.used:
@@ -257,7 +279,8 @@ def compare(
         paired_by=pairing.paired_by,
         scorers=changes,
         only_baseline=len(pairing.rows) - len(pairing.used),
-        only_candidate=candidate_rows - len(pairing.used),
+        only_candidate=candidate_rows - len(pairing.used) - pairing.repeated,
+        repeated_ids=pairing.repeated,
     )
 
 

@@ -151,7 +151,8 @@ def print_comparison(comparison: Comparison, console: Console) -> None:
     pairs = ", ".join(f"{s.name}: {s.pairs}" for s in comparison.scorers) or "none"
     console.print(
         f"rows paired by {comparison.paired_by} ({pairs}); {comparison.only_baseline} only in "
-        f"the baseline, {comparison.only_candidate} only in {comparison.candidate_source}",
+        f"the baseline, {comparison.only_candidate} only in {comparison.candidate_source}"
+        + (f"; {comparison.pairing_problem}" if comparison.pairing_problem else ""),
         soft_wrap=True,
         highlight=False,
     )
