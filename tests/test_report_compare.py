@@ -5,6 +5,7 @@ and HTML views (the page in Debian's headless Chromium), and the --fail-on-regre
 from __future__ import annotations
 
 import json
+import subprocess
 import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
@@ -227,17 +228,25 @@ def test_the_page_shows_the_comparison_and_each_listed_rows_text_in_a_browser(
             browser.close()
 
 
+def regression_gate(
+    tmp_path: Path, baseline: list[dict[str, Any]], candidate: list[dict[str, Any]]
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """`assay report BASELINE CANDIDATE --fail-on-regression --junit`: its result and JUnit."""
+    paths = {"base": baseline, "new": candidate}
+    for name, rows in paths.items():
+        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    junit = tmp_path / "junit.xml"
+    done = assay(
+        "report", str(tmp_path / "base.jsonl"), str(tmp_path / "new.jsonl"),
+        "--fail-on-regression", "--junit", str(junit), "--html", str(tmp_path / "r.html"),
+    )  # fmt: skip
+    return done, junit
+
+
 def test_fail_on_regression_fails_when_no_rows_pair_up(tmp_path: Path) -> None:
     # Comparing against the wrong baseline evaluated no gate, and the job passed.
-    baseline, candidate = tmp_path / "base.jsonl", tmp_path / "new.jsonl"
-    baseline.write_text("".join(json.dumps(line(n, 1.0, f"a{n}")) + "\n" for n in (1, 2)))
-    candidate.write_text("".join(json.dumps(line(n, 0.5, f"b{n}")) + "\n" for n in (1, 2)))
-    junit = tmp_path / "junit.xml"
-
-    done = assay(
-        "report", str(baseline), str(candidate), "--fail-on-regression", "--junit", str(junit),
-        "--html", str(tmp_path / "r.html"),
-    )  # fmt: skip
+    baseline = [line(n, 1.0, f"a{n}") for n in (1, 2)]
+    done, junit = regression_gate(tmp_path, baseline, [line(n, 0.5, f"b{n}") for n in (1, 2)])
 
     assert done.returncode == 1, done.stderr
     assert "error: no rows pair up between" in done.stderr
@@ -250,16 +259,9 @@ def test_fail_on_regression_fails_when_no_rows_pair_up(tmp_path: Path) -> None:
 def test_fail_on_regression_fails_when_candidate_rows_repeat_an_id(tmp_path: Path) -> None:
     # The candidate's second row with an id went unpaired as "only in the candidate", so a run
     # that added 2 off-topic answers under the baseline's ids passed the gate unchanged.
-    baseline, candidate = tmp_path / "base.jsonl", tmp_path / "new.jsonl"
-    baseline.write_text("".join(json.dumps(line(n, 1.0, f"q{n}")) + "\n" for n in (1, 2)))
+    baseline = [line(n, 1.0, f"q{n}") for n in (1, 2)]
     rows = [line(1, 1.0, "q1"), line(2, 1.0, "q2"), line(3, 0.0, "q1"), line(4, 0.0, "q2")]
-    candidate.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    junit = tmp_path / "junit.xml"
-
-    done = assay(
-        "report", str(baseline), str(candidate), "--fail-on-regression", "--junit", str(junit),
-        "--html", str(tmp_path / "r.html"),
-    )  # fmt: skip
+    done, junit = regression_gate(tmp_path, baseline, rows)
 
     assert done.returncode == 1, done.stderr
     assert "2 rows of" in done.stderr and "repeat an id an earlier row of it has" in done.stderr
