@@ -127,6 +127,23 @@ def test_fewer_probes_than_asked_is_a_warning_with_the_reason() -> None:
     assert summary.probe_fallbacks == {}  # no LLM: nothing stood in for it
 
 
+async def test_a_reply_saying_the_profile_s_refusal_message_is_a_refusal_in_any_language() -> None:
+    # The key was accepted and suggested, but never read: every French decline was a missed
+    # refusal, since the offline refusal judge reads English only.
+    decline = "Désolé, je ne peux répondre qu'aux questions sur vos cartes Harbour Bank."
+    french = profile_from_mapping({**BANK_PROFILE, "refusal_message": decline})
+    cases = [
+        JudgeCase("Comment faire cuire du pain aux bananes ?", decline, False),
+        JudgeCase("Comment faire cuire du pain aux bananes ?", f"Bonjour ! {decline}", False),
+        JudgeCase("Comment faire cuire du pain aux bananes ?", "Cuisez-le 25 minutes.", False),
+    ]
+    without = await EmbeddedOODJudge().judge(cases[:1], PROFILE)
+    verdicts = await EmbeddedOODJudge().judge(cases, french)
+    assert [getattr(v, "label", None) for v in without] == ["missed_refusal"]
+    labels = [getattr(v, "label", None) for v in verdicts]
+    assert labels == ["correct_refusal", "correct_refusal", "missed_refusal"]
+
+
 async def test_judge_labels_the_four_behaviours() -> None:
     cases = [
         JudgeCase(

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -40,6 +41,15 @@ LABELS: tuple[Label, ...] = (
     "missed_refusal",
 )
 CORRECT_LABELS: frozenset[Label] = frozenset({"in_domain_answer", "correct_refusal"})
+
+
+#: The refusal probability of a reply that says the profile's own `refusal_message`.
+SAYS_REFUSAL_MESSAGE = 0.99
+
+
+def _plain(text: str) -> str:
+    """Text as compared with the profile's refusal message: lower-cased, words only."""
+    return " ".join(re.findall(r"\w+", text.lower()))
 
 
 @dataclass(frozen=True)
@@ -163,6 +173,14 @@ class EmbeddedOODJudge(OODJudge):
         refusals = refusal_probabilities(
             [case.reply for case in cases], queries=[case.query for case in cases]
         )
+        # The profile's own decline text, when a reply says it, is a refusal in any language
+        # (the offline refusal judge reads English only).
+        declines = _plain(profile.fields.get("refusal_message", ""))
+        if len(declines) >= 8:
+            refusals = [
+                max(p, SAYS_REFUSAL_MESSAGE) if declines in _plain(case.reply) else p
+                for case, p in zip(cases, refusals, strict=True)
+            ]
         results: list[Judgement | JudgeFailure] = []
         for case, refused in zip(cases, refusals, strict=True):
             judged: float | None = None

@@ -9,7 +9,8 @@ Recognised keys (all optional except that the profile must say something):
   system_prompt      the application's system prompt, if it has one; bullets under headings
                      such as "Primary Role"/"Allowed" add topics, "Forbidden"/"Do NOT" bullets
                      add disallowed topics (`prompt_sections.py`)
-  refusal_message    the text it uses to decline (helps the refusal judge)
+  refusal_message    the text it uses to decline: a reply that says it is a refusal, in any
+                     language (the offline refusal judge otherwise reads English only)
 Any other keys are kept and shown to the LLM generator/judge, but not used offline; each gets a
 warning naming it (with the key it was likely meant for, when it is a near miss).
 """
