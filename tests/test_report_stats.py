@@ -115,3 +115,30 @@ def test_mean_interval_is_the_plain_multinomial_bootstrap_with_the_shared_seed()
 
     assert interval is not None
     assert (interval.low, interval.high) == (low, high)
+
+
+@pytest.mark.parametrize(
+    ("tally", "low", "high"),
+    [
+        ({(1, 1): 2}, 0.3424, 1.0),  # 2 of 2: not the point [1, 1] a bootstrap gives
+        ({(0, 1): 6}, 0.0, 0.3903),  # 0 of 6
+        ({(1, 2): 1}, 0.0945, 0.9055),  # one row: an interval all the same
+    ],
+)
+def test_a_rate_interval_over_few_rows_says_how_little_they_show(
+    tally: dict[tuple[int, int], int], low: float, high: float
+) -> None:
+    interval = stats.ratio_interval(tally)
+    assert interval is not None
+    assert (round(interval.low, 4), round(interval.high, 4)) == (low, high)
+
+
+def test_a_rate_interval_over_many_rows_is_the_row_bootstrap_where_it_is_wider() -> None:
+    # Rows that disagree: the bootstrap over rows (cases of a row are not independent) is
+    # wider than the Wilson interval of the cases, and is kept.
+    tally = {(0, 3): 20, (3, 3): 20}
+    interval = stats.ratio_interval(tally)
+    assert interval is not None
+    wilson = stats.wilson_interval(0.5, 120)
+    assert interval.low < wilson[0] and interval.high > wilson[1]
+    assert stats.ratio_interval({}) is None

@@ -9,8 +9,10 @@ the same as resampling its rows with replacement, which keeps the bootstrap chea
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import numpy as np
 import numpy.typing as npt
@@ -136,24 +138,43 @@ def ratio_interval(
     level: float = 0.95,
     seed: int = BOOTSTRAP_SEED,
 ) -> Interval | None:
-    """Bootstrap interval of a rate pooled over rows, resampling rows (not their parts).
+    """Interval of a rate pooled over rows: a bootstrap that resamples rows (not their parts),
+    widened to hold the Wilson score interval of the pooled rate over its cases.
 
     tally: (part, whole) of one row -> rows with those counts; the rate is the sum of parts over
         the sum of wholes (e.g. over-rejections over in-scope cases, with several cases a row).
-    Resampling whole rows keeps the cases of a row together, as they are not independent.
-    None with fewer than two rows that have a whole.
+    Resampling whole rows keeps the cases of a row together, as they are not independent. A
+    bootstrap of a rate that is 0 or 1 in every row is that single point whatever the number of
+    rows ("1.000 (1.000-1.000)" from two rows); the Wilson interval says how little a few
+    cases show. None when no row has a whole.
     """
     kept = {key: n for key, n in tally.items() if key[1] > 0}
-    if sum(kept.values()) < 2:
+    rows = sum(kept.values())
+    if rows == 0:
         return None
     keys = sorted(kept)
     parts = np.array([k[0] for k in keys], dtype=np.float64)
     wholes = np.array([k[1] for k in keys], dtype=np.float64)
     counts = np.array([kept[k] for k in keys], dtype=np.float64)
-    rates = [
-        (chunk @ parts) / (chunk @ wholes) for chunk in _resampled_counts(counts, resamples, seed)
-    ]
-    return _percentile_interval(np.concatenate(rates), level)
+    cases = float(counts @ wholes)
+    low, high = wilson_interval(float(counts @ parts) / cases, cases, level)
+    if rows >= 2:
+        rates = [
+            (chunk @ parts) / (chunk @ wholes)
+            for chunk in _resampled_counts(counts, resamples, seed)
+        ]
+        boot = _percentile_interval(np.concatenate(rates), level)
+        if boot is not None:
+            low, high = min(low, float(boot.low)), max(high, float(boot.high))
+    return Interval(low, high, level)
+
+
+def wilson_interval(rate: float, n: float, level: float = 0.95) -> tuple[float, float]:
+    """The Wilson score interval of a proportion `rate` observed over `n` trials."""
+    z = float(NormalDist().inv_cdf(0.5 + level / 2))
+    centre = (rate + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(rate * (1 - rate) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def _auroc_from_counts(positives: FloatArray, negatives: FloatArray) -> FloatArray:

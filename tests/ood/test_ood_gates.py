@@ -96,7 +96,9 @@ def test_ood_out_is_what_assay_report_reads(
     assert line["id"] == "example-1" and line["llm.ood_detection"]["score"] == 0.25
     summary = json.loads(Path(f"{out}.summary.json").read_text())
     ood = summary["detectors"]["llm.ood_detection"]["ood"]
-    assert ood["missed_refusal_rate"] == 1.0 and ood["missed_refusal_interval"] == [1.0, 1.0]
+    # 6 probes all missed: the interval says how little 6 cases show (the bootstrap alone gave
+    # the point [1.0, 1.0]); it is their Wilson interval.
+    assert ood["missed_refusal_rate"] == 1.0 and ood["missed_refusal_interval"] == [0.6097, 1.0]
     # The gates as --json prints them: here the mean gate is off and the one rate gate left
     # (over-rejection, at its default) passes.
     assert [(g["gate"], g["passed"]) for g in summary["gates"]] == [
