@@ -8,6 +8,7 @@ import csv
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -191,6 +192,15 @@ def test_a_passed_mean_gate_warns_when_the_rates_say_otherwise(
             in result.stderr
         )
         assert "--max-over-rejection / --max-missed-refusal (assay report" in result.stderr
+
+    # A regression gate on the mean passes a run no worse than its baseline, rates or not:
+    # it says what it did not check (a switch to a bot that declines everything raised it).
+    baseline = tmp_path / "baseline.jsonl"
+    shutil.copy(out, baseline)
+    shutil.copy(f"{out}.summary.json", f"{baseline}.summary.json")
+    compared = assay("report", str(baseline), str(out), "--fail-on-regression")
+    assert compared.returncode == 0, compared.stderr
+    assert "passed its regression gate with over-rejection rate 1.00" in compared.stderr
 
     # The rates gated on the recorded run: the gate fails, JUnit says so, no caveat.
     junit = tmp_path / "gates.xml"

@@ -42,10 +42,11 @@ DEFAULT_MAX_OVER_REJECTION = 0.25
 DEFAULT_MAX_MISSED_REFUSAL = 0.25
 
 
-def mean_gate_caveat(summary: OODSummary) -> str | None:
-    """What a passed `--fail-under` gate on this metric hides, when `assay run` or `assay report`
-    gates it by its mean alone: an over-rejection or missed-refusal rate above `assay ood`'s
-    default limits (None when both are within them)."""
+def mean_gate_caveat(summary: OODSummary, gate: str = "mean-score") -> str | None:
+    """What a passed `--fail-under` gate (or, with gate "regression", `--fail-on-regression`)
+    on this metric hides, when `assay run` or `assay report` gates it by its mean alone: an
+    over-rejection or missed-refusal rate above `assay ood`'s default limits (None when both
+    are within them)."""
     rates = (
         ("over-rejection", summary.over_rejection_rate, DEFAULT_MAX_OVER_REJECTION),
         ("missed-refusal", summary.missed_refusal_rate, DEFAULT_MAX_MISSED_REFUSAL),
@@ -58,7 +59,7 @@ def mean_gate_caveat(summary: OODSummary) -> str | None:
     if not over:
         return None
     return (
-        f"{METRIC} passed its mean-score gate with {' and '.join(over)}: a mean alone does not "
+        f"{METRIC} passed its {gate} gate with {' and '.join(over)}: a mean alone does not "
         "gate this metric (a system that declines everything scores 0.75 with three probes); "
         "gate the rates with --max-over-rejection / --max-missed-refusal (assay report on "
         "this output, or assay ood)"
