@@ -319,6 +319,40 @@ def test_an_out_file_no_run_wrote_is_refused_and_a_hard_linked_input_too(tmp_pat
     assert len(data.read_text().splitlines()) == 2  # the input was emptied before
 
 
+def test_a_second_run_on_the_same_output_is_refused_while_the_first_writes(
+    tmp_path: Path,
+) -> None:
+    # Both "resumed" the same output, scored its rows twice and tripped over the checkpoint.
+    data = write_jsonl(tmp_path / "rows.jsonl", rows_with([f"answer {n}" for n in range(20)]))
+    out = tmp_path / "out.jsonl"
+    common = ["run", str(data), "--out", str(out), "--judge", "slow", "--batch-size", "1"]
+    env = {**os.environ, "ASSAY_TEST_JUDGE_DELAY": "0.2"}
+    first = subprocess.Popen(
+        [*WITH_TEST_JUDGES, *common, "--stream-batch-size", "2"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        checkpoint = checkpoint_path_for(out)
+        while not (checkpoint.exists() and json.loads(checkpoint.read_text())["rows_done"] >= 2):
+            assert first.poll() is None, "the first run ended before the second could start"
+        second = subprocess.run(
+            [*WITH_TEST_JUDGES, *common], env=env, capture_output=True, text=True, check=False
+        )
+    finally:
+        first.wait()
+    again = subprocess.run(
+        [*WITH_TEST_JUDGES, *common], env=env, capture_output=True, text=True, check=False
+    )
+
+    assert second.returncode == 2
+    assert f"another assay run is writing {out}" in one_error_line(second)
+    assert first.returncode == 0
+    assert again.returncode == 0 and "already holds this run" in again.stderr  # lock released
+    assert not out.with_name("out.jsonl.lock").exists()
+
+
 def test_retry_failed_on_a_run_without_failures_says_so(tmp_path: Path) -> None:
     data = write_jsonl(tmp_path / "rows.jsonl", rows_with(["answer one", "answer two"]))
     common = ["run", str(data), "--out", str(tmp_path / "out.jsonl"), "--judge", "light"]

@@ -38,6 +38,7 @@ from assay.runner.checkpoint import (
     save_checkpoint,
 )
 from assay.runner.io import Row, check_readable, has_rows, read_rows
+from assay.runner.lock import output_lock
 from assay.runner.output import check_output_path, iter_output_lines
 from assay.runner.publish import (
     PUBLISH_BATCH_SIZE,
@@ -353,6 +354,23 @@ async def drive_run(
     control = control or RunControl()
     cache_before = shared_cache().stats()
     output_path = prepare_run(input_path, output_path, scorer, options)
+    with output_lock(output_path):
+        return await _drive_locked(
+            input_path, output_path, scorer, options, batches, control, elsewhere, cache_before
+        )
+
+
+async def _drive_locked(
+    input_path: Path,
+    output_path: Path,
+    scorer: RowScorer,
+    options: RunOptions,
+    batches: LineBatches,
+    control: RunControl,
+    elsewhere: Callable[[], tuple[int, int]] | None,
+    cache_before: CacheStats,
+) -> RunSummary:
+    """`drive_run` once this process holds the output's lock."""
     checkpoint_path = checkpoint_path_for(output_path)
     if control.overwrite:
         remove_checkpoint(checkpoint_path)

@@ -14,7 +14,7 @@ from itertools import zip_longest
 from pathlib import Path
 from typing import Any, NoReturn
 
-from assay.judges.embedded.embedding_cache import shared_cache
+from assay.judges.embedded.embedding_cache import CacheStats, shared_cache
 from assay.runner.carried import CarriedColumn, carried_columns
 from assay.runner.checkpoint import checkpoint_path_for
 from assay.runner.io import read_rows
@@ -30,6 +30,7 @@ from assay.runner.local import (
     settings_fingerprint,
     write_summary,
 )
+from assay.runner.lock import output_lock
 from assay.runner.output import iter_output_lines
 from assay.runner.rows import RowScorer
 from assay.runner.summary import RunSummary
@@ -60,6 +61,21 @@ async def retry_failed_async(
     """
     cache_before = shared_cache().stats()
     output_path = prepare_run(input_path, output_path, scorer, options)
+    with output_lock(output_path):
+        return await _retry_locked(
+            input_path, output_path, scorer, options, on_progress, cache_before
+        )
+
+
+async def _retry_locked(
+    input_path: Path,
+    output_path: Path,
+    scorer: RowScorer,
+    options: RunOptions,
+    on_progress: ProgressCallback | None,
+    cache_before: CacheStats,
+) -> tuple[RunSummary, int]:
+    """`retry_failed_async` once this process holds the output's lock."""
     if not output_path.exists():
         raise RequestValidationError(
             "out", f"{output_path} does not exist; run without --retry-failed first"
