@@ -354,83 +354,70 @@ async def drive_run(
     control = control or RunControl()
     cache_before = shared_cache().stats()
     output_path = prepare_run(input_path, output_path, scorer, options)
+    # One run writes an output at a time (`runner.lock`).
     with output_lock(output_path):
-        return await _drive_locked(
-            input_path, output_path, scorer, options, batches, control, elsewhere, cache_before
-        )
-
-
-async def _drive_locked(
-    input_path: Path,
-    output_path: Path,
-    scorer: RowScorer,
-    options: RunOptions,
-    batches: LineBatches,
-    control: RunControl,
-    elsewhere: Callable[[], tuple[int, int]] | None,
-    cache_before: CacheStats,
-) -> RunSummary:
-    """`drive_run` once this process holds the output's lock."""
-    checkpoint_path = checkpoint_path_for(output_path)
-    if control.overwrite:
-        remove_checkpoint(checkpoint_path)
-    this_run = run_fingerprint(input_path, scorer, control)
-    checkpoint = resume_checkpoint(checkpoint_path, this_run, input_path, scorer, control)
-    keep = control.keep_finished and not control.overwrite
-    if checkpoint is None and output_path.exists() and keep:
-        check_run_output(output_path)
-        recorded = _recorded_summary(output_path)
-        if finished_fingerprint(output_path, summary=recorded) == this_run:
-            settings = settings_fingerprint(scorer)
-            summary = write_summary(
-                input_path,
-                output_path,
-                scorer.score_names,
-                this_run,
-                embedding=_recorded_cache_stats(recorded),
-                settings=settings,
+        checkpoint_path = checkpoint_path_for(output_path)
+        if control.overwrite:
+            remove_checkpoint(checkpoint_path)
+        this_run = run_fingerprint(input_path, scorer, control)
+        checkpoint = resume_checkpoint(checkpoint_path, this_run, input_path, scorer, control)
+        keep = control.keep_finished and not control.overwrite
+        if checkpoint is None and output_path.exists() and keep:
+            check_run_output(output_path)
+            recorded = _recorded_summary(output_path)
+            if finished_fingerprint(output_path, summary=recorded) == this_run:
+                settings = settings_fingerprint(scorer)
+                summary = write_summary(
+                    input_path,
+                    output_path,
+                    scorer.score_names,
+                    this_run,
+                    embedding=_recorded_cache_stats(recorded),
+                    settings=settings,
+                )
+                summary.already_complete = True
+                return summary
+            raise RequestValidationError(
+                "out",
+                f"{output_path} holds a finished run; pass --overwrite to replace it, or "
+                "--retry-failed to rescore its failed rows",
             )
-            summary.already_complete = True
-            return summary
-        raise RequestValidationError(
-            "out",
-            f"{output_path} holds a finished run; pass --overwrite to replace it, or "
-            "--retry-failed to rescore its failed rows",
-        )
-    await scorer.before_rows()
-    if control.publisher is not None:
-        await control.publisher.check()
-    if checkpoint is not None and control.on_resume is not None:
-        control.on_resume(checkpoint.rows_done)
-    target = dict(control.publisher.target) if control.publisher is not None else None
-    checkpoint = checkpoint or Checkpoint(this_run, publish_target=target)
-    output_path.parent.mkdir(parents=True, exist_ok=True)
-    # Saved before the output is opened: a run killed in between leaves a checkpoint to resume,
-    # never an output file that looks finished.
-    save_checkpoint(checkpoint_path, checkpoint)
-    if not checkpoint.finished:
-        await _write_output(input_path, output_path, scorer, options, batches, control, checkpoint)
-    if control.publisher is not None:
-        control.published = await publish_output(
+        await scorer.before_rows()
+        if control.publisher is not None:
+            await control.publisher.check()
+        if checkpoint is not None and control.on_resume is not None:
+            control.on_resume(checkpoint.rows_done)
+        target = dict(control.publisher.target) if control.publisher is not None else None
+        checkpoint = checkpoint or Checkpoint(this_run, publish_target=target)
+        output_path.parent.mkdir(parents=True, exist_ok=True)
+        # Saved before the output is opened: a run killed in between leaves a checkpoint to resume,
+        # never an output file that looks finished.
+        save_checkpoint(checkpoint_path, checkpoint)
+        if not checkpoint.finished:
+            await _write_output(
+                input_path, output_path, scorer, options, batches, control, checkpoint
+            )
+        if control.publisher is not None:
+            control.published = await publish_output(
+                output_path,
+                checkpoint,
+                lambda state: save_checkpoint(checkpoint_path, state),
+                control.publisher,
+                control.on_publish_progress,
+                control.publish_batch_size,
+            )
+        other_hits, other_misses = elsewhere() if elsewhere else (0, 0)
+        embedding = shared_cache().stats().since(cache_before).plus(other_hits, other_misses)
+        summary = write_summary(
+            input_path,
             output_path,
-            checkpoint,
-            lambda state: save_checkpoint(checkpoint_path, state),
-            control.publisher,
-            control.on_publish_progress,
-            control.publish_batch_size,
+            scorer.score_names,
+            this_run,
+            embedding,
+            settings_fingerprint(scorer),
         )
-    other_hits, other_misses = elsewhere() if elsewhere else (0, 0)
-    embedding = shared_cache().stats().since(cache_before).plus(other_hits, other_misses)
-    summary = write_summary(
-        input_path,
-        output_path,
-        scorer.score_names,
-        this_run,
-        embedding,
-        settings_fingerprint(scorer),
-    )
-    remove_checkpoint(checkpoint_path)
-    return summary
+        remove_checkpoint(checkpoint_path)
+        return summary
 
 
 async def _write_output(
