@@ -50,6 +50,9 @@ def test_any_key_with_a_numeric_score_is_reported_errors_and_rejections_are_coun
         {"row": 3, "output_relevance": {"error": True, "kind": "timeout", "message": "slow"}},
         {"row": 4, "error": {"field": "generated_text", "message": "must not be empty"}},
         {"row": 5, "error": {"field": "user_query", "message": "must be a string"}},
+        # A row that timed out as a whole was not "rejected before scoring": its kind is said.
+        {"row": 6, "error": {"field": "row", "kind": "timeout", "message": "not scored in 1 s"}},
+        {"row": 7, "error": {"field": "row", "kind": "invalid_row", "message": "not an object"}},
     ]
 
     tally = collect(lines)
@@ -59,9 +62,11 @@ def test_any_key_with_a_numeric_score_is_reported_errors_and_rejections_are_coun
     assert (relevance_tally.rows_scored, dict(relevance_tally.errors)) == (1, {"timeout": 2})
     assert dict(ood.scores) == {0.8: 1, 0.4: 1}
     assert tally.means() == {"output_relevance": 1.0, "llm.ood_detection": pytest.approx(0.6)}
-    assert (tally.rows, tally.rows_rejected) == (5, 2)
-    assert dict(tally.rejected) == {"generated_text": 1, "user_query": 1}
-    assert [r.row for r in tally.rejected_examples] == [4, 5]
+    assert (tally.rows, tally.rows_rejected) == (7, 4)
+    assert dict(tally.rejected) == {
+        "generated_text": 1, "user_query": 1, "row: timeout": 1, "row": 1
+    }  # fmt: skip
+    assert [r.row for r in tally.rejected_examples] == [4, 5, 6, 7]
 
 
 @pytest.mark.parametrize(

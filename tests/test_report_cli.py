@@ -61,7 +61,7 @@ def test_report_writes_a_self_contained_page_whose_charts_match_the_output(score
     assert f"wrote {page_path}" in result.stdout
     for heading in ("output_relevance", "completeness", "mean (95%)", "AUROC (95%)"):
         assert heading in result.stdout
-    assert "1 row was rejected before scoring: generated_text (1)" in result.stdout
+    assert "1 row was not scored: generated_text (1)" in result.stdout
 
     page = page_path.read_text(encoding="utf-8")
     # Nothing is fetched: no script, stylesheet link, image or external URL.

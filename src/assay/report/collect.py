@@ -4,8 +4,8 @@ An output line is `{"row", "id"?, <passthrough columns>, <name>: result, ...}`. 
 value is an object with a numeric `score` is a scored result (a detector today, a metric such as
 `llm.ood_detection` later), so new scorers appear in the report without changes here. An object
 with `"error": true` is that scorer's failure on the row; a top-level `"error"` object means the
-row was rejected before scoring. Only tallies and a handful of example rows are kept, so memory
-stays flat however long the output is.
+row was not scored (rejected before scoring, or it timed out or failed as a whole). Only tallies
+and a handful of example rows are kept, so memory stays flat however long the output is.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from assay.runner.gates import GateFigures
 from assay.runner.output import is_scorer_error, scorer_results
+from assay.runner.rows import INVALID_ROW
 
 if TYPE_CHECKING:
     from assay.metrics.ood.summary import OODTally
@@ -280,6 +281,9 @@ class RunTally:
         if isinstance(error, Mapping):
             self.rows_with_errors += 1
             field_name = str(error.get("field", "?"))
+            kind = error.get("kind")
+            if kind not in (None, INVALID_ROW):  # scored but failed: a timeout, a judge error
+                field_name = f"{field_name}: {kind}"
             self.rejected[field_name] += 1
             if len(self.rejected_examples) < WORST_ROWS:
                 message = str(error.get("message", ""))

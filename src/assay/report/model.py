@@ -91,8 +91,10 @@ class Report:
     """The whole report.
 
     source: the output file the report was made from.
-    rows / rows_rejected: output lines, and those rejected before scoring.
-    rejected: field -> rejected rows; rejected_examples: the first few of them.
+    rows / rows_rejected: output lines, and those not scored as a whole (rejected before
+        scoring, or timed out or failed).
+    rejected: field (with the kind of failure, "row: timeout", for a row that was not rejected)
+        -> such rows; rejected_examples: the first few of them.
     scorers: per detector or metric, in the order first seen.
     gold_column: the gold-label column used, if any; unreadable_labels and unreadable_example
         say how many labels could not be read as yes/no and show one.

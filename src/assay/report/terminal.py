@@ -98,9 +98,7 @@ def print_report(report: Report, console: Console) -> None:
     if report.rows_rejected:
         fields = ", ".join(f"{name} ({n})" for name, n in report.rejected.items())
         were = "row was" if report.rows_rejected == 1 else "rows were"
-        console.print(
-            Text(f"{report.rows_rejected} {were} rejected before scoring: {fields}", "yellow")
-        )
+        console.print(Text(f"{report.rows_rejected} {were} not scored: {fields}", "yellow"))
     if report.unreadable_labels:
         console.print(
             Text(
