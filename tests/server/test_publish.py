@@ -202,6 +202,23 @@ def test_a_wrong_server_url_is_corrected_without_scoring_again(
     assert len(stored_items(live_server)) == 2 * 6
 
 
+def test_a_batch_the_server_finds_too_large_says_to_lower_the_batch_size(
+    make_server: ServerFactory, tmp_path: Path
+) -> None:
+    # "Run the same command again" sent the same 5-item batch into the same 413.
+    server = make_server(max_batch_items=3)
+    data = write_rows(tmp_path / "rows.jsonl", 6)
+
+    refused = run_publish(data, server.url)
+    smaller = run_publish(data, server.url, "--publish-batch-size", "3")
+
+    assert refused.returncode == 1
+    assert "items: 5 items; the limit is 3" in refused.stderr
+    assert "again with --publish-batch-size below 5" in refused.stderr
+    assert smaller.returncode == 0, smaller.stderr
+    assert "published 6 rows" in smaller.stdout
+
+
 def published_item(key: str, detector: str = "output_relevance") -> dict[str, Any]:
     """An item with a result the detector could give (any result for an unknown detector)."""
     result = followed_result(detector) if detector in DETECTORS else {"score": 1.0}

@@ -24,6 +24,7 @@ from assay.runner.checkpoint import Checkpoint
 from assay.runner.output import iter_output_lines
 from assay.runner.rows import TEXT_FIELDS
 from assay.schema import AssayError
+from assay.transport import PayloadTooLargeError
 
 #: Rows per publish request (the server's default limit per request is 100 items).
 PUBLISH_BATCH_SIZE = 100
@@ -133,10 +134,13 @@ async def publish_output(
                     if checkpoint.rows_published
                     else "before any row was sent"
                 )
-                raise PublishFailed(
-                    f"publishing stopped {where}: {error}; run the same command again to "
-                    "continue from there"
-                ) from error
+                again = "run the same command again to continue from there"
+                if isinstance(error, PayloadTooLargeError):  # sent again, it fails again
+                    again = (
+                        f"run the same command again with --publish-batch-size below "
+                        f"{len(items)} (or the server's limit) to continue from there"
+                    )
+                raise PublishFailed(f"publishing stopped {where}: {error}; {again}") from error
             counts.sent += len(items)
         checkpoint.rows_published = last_row
         save(checkpoint)
