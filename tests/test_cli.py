@@ -371,6 +371,19 @@ def test_a_dry_run_prints_json_when_asked(tmp_path: Path) -> None:
     assert plan["logprobs"] is None  # no probe of this endpoint on record
 
 
+def test_a_dry_run_with_the_offline_judge_says_there_is_nothing_to_estimate(
+    tmp_path: Path,
+) -> None:
+    # It printed an OpenAI endpoint and model, and "each call becomes 5 sampled calls".
+    data = tmp_path / "rows.jsonl"
+    data.write_text(json.dumps({"user_query": QUERY, "generated_text": RESPONSE}) + "\n")
+    result = runner.invoke(app, ["run", str(data), "--judge", "embedded", "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert "no row would call an LLM (the judge is offline)" in result.stdout
+    assert "gpt-4o-mini" not in result.stdout and "sampled calls" not in result.stdout
+    assert not (tmp_path / "rows.scored.jsonl").exists()
+
+
 def test_slow_progress_is_shown_in_seconds_per_row() -> None:
     from assay.cli.common import _rate_text
 

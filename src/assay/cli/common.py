@@ -330,6 +330,10 @@ def print_plan(
         }
         typer.echo(json.dumps(plan, indent=2))
         return
+    if rows == 0 and estimate.questions == 0:
+        # The embedded judge (or rows it alone scores): no endpoint, model or votes to show.
+        typer.echo("dry run: no row would call an LLM (the judge is offline); nothing to estimate")
+        return
     table = Table(title="dry run: nothing was sent to the LLM endpoint")
     table.add_column("")
     table.add_column("value", justify="right")
