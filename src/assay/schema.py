@@ -353,3 +353,9 @@ class DetectorFailed(AssayError):
 def round_probability(value: float) -> float:
     """Probabilities go on the wire rounded to 4 places."""
     return round(float(value), 4)
+
+
+def followed(probability: float) -> bool:
+    """The wire's label rule: an instruction is followed when its (rounded) probability is at
+    least 0.5."""
+    return probability >= 0.5

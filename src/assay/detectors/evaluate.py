@@ -29,6 +29,7 @@ from assay.schema import (
     JudgeFailure,
     RequestValidationError,
     find_unencodable,
+    followed,
     round_probability,
 )
 
@@ -220,7 +221,7 @@ def build_result(
                 explanation=verdict.explanation if explain else "",
                 follow_probability=probability,
                 instruction=instruction.text,
-                label=probability >= 0.5,
+                label=followed(probability),
             )
         )
     return DetectorResult(

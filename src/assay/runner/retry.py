@@ -14,7 +14,7 @@ from itertools import zip_longest
 from pathlib import Path
 from typing import Any, NoReturn
 
-from assay.judges.embedded.embedding_cache import CacheStats, shared_cache
+from assay.judges.embedded.embedding_cache import shared_cache
 from assay.runner.carried import CarriedColumn, carried_columns
 from assay.runner.checkpoint import checkpoint_path_for
 from assay.runner.io import read_rows
@@ -61,67 +61,59 @@ async def retry_failed_async(
     """
     cache_before = shared_cache().stats()
     output_path = prepare_run(input_path, output_path, scorer, options)
+    # One run writes an output at a time (`runner.lock`).
     with output_lock(output_path):
-        return await _retry_locked(
-            input_path, output_path, scorer, options, on_progress, cache_before
-        )
+        if not output_path.exists():
+            raise RequestValidationError(
+                "out", f"{output_path} does not exist; run without --retry-failed first"
+            )
+        if checkpoint_path_for(output_path).exists():
+            raise RequestValidationError(
+                "out",
+                "that run is unfinished; rerun the same command without --retry-failed to "
+                "finish it",
+            )
+        check_run_output(output_path)
+        settings = settings_fingerprint(scorer)
+        if finished_fingerprint(output_path, "settings") not in (None, settings):
+            raise RequestValidationError(
+                "retry_failed",
+                f"{output_path} was scored with other options (detectors, explain, or the metric's "
+                "config); retry with the same ones, or rerun without --retry-failed and with "
+                "--overwrite to score every row anew",
+            )
+        failed = {
+            int(line["row"])
+            for line in iter_output_lines(output_path)
+            if line_failed(line, scorer.score_names)
+        }
+        carried = carried_columns(input_path, scorer)
+        check_same_rows(input_path, output_path, scorer, failed, carried)
+        if failed:
+            rows = [row for row in read_rows(input_path) if row[0] in failed]
+            done = 0
 
+            def advance(count: int) -> None:
+                nonlocal done
+                done += count
+                if on_progress is not None:
+                    on_progress(done)
 
-async def _retry_locked(
-    input_path: Path,
-    output_path: Path,
-    scorer: RowScorer,
-    options: RunOptions,
-    on_progress: ProgressCallback | None,
-    cache_before: CacheStats,
-) -> tuple[RunSummary, int]:
-    """`retry_failed_async` once this process holds the output's lock."""
-    if not output_path.exists():
-        raise RequestValidationError(
-            "out", f"{output_path} does not exist; run without --retry-failed first"
+            rescored = {
+                line["row"]: line for line in await score_rows(rows, scorer, options, advance)
+            }
+            _replace_lines(output_path, rescored, scorer.score_names, carried, options)
+        # With rows retried, the output holds this input's run (its failed rows may have been
+        # fixed there), as a fresh run of it would: the same command then finds it complete, and
+        # the old input is another run. With none, it is the run it was.
+        run = run_fingerprint(input_path, scorer, RunControl()) if failed else None
+        run = run or finished_fingerprint(output_path)
+        embedding = shared_cache().stats().since(cache_before)
+        summary = write_summary(
+            input_path, output_path, scorer.score_names, run, embedding, settings
         )
-    if checkpoint_path_for(output_path).exists():
-        raise RequestValidationError(
-            "out",
-            "that run is unfinished; rerun the same command without --retry-failed to finish it",
-        )
-    check_run_output(output_path)
-    settings = settings_fingerprint(scorer)
-    if finished_fingerprint(output_path, "settings") not in (None, settings):
-        raise RequestValidationError(
-            "retry_failed",
-            f"{output_path} was scored with other options (detectors, explain, or the metric's "
-            "config); retry with the same ones, or rerun without --retry-failed and with "
-            "--overwrite to score every row anew",
-        )
-    failed = {
-        int(line["row"])
-        for line in iter_output_lines(output_path)
-        if line_failed(line, scorer.score_names)
-    }
-    carried = carried_columns(input_path, scorer)
-    check_same_rows(input_path, output_path, scorer, failed, carried)
-    if failed:
-        rows = [row for row in read_rows(input_path) if row[0] in failed]
-        done = 0
-
-        def advance(count: int) -> None:
-            nonlocal done
-            done += count
-            if on_progress is not None:
-                on_progress(done)
-
-        rescored = {line["row"]: line for line in await score_rows(rows, scorer, options, advance)}
-        _replace_lines(output_path, rescored, scorer.score_names, carried, options)
-    # With rows retried, the output holds this input's run (its failed rows may have been
-    # fixed there), as a fresh run of it would: the same command then finds it complete, and
-    # the old input is another run. With none, it is the run it was.
-    run = run_fingerprint(input_path, scorer, RunControl()) if failed else None
-    run = run or finished_fingerprint(output_path)
-    embedding = shared_cache().stats().since(cache_before)
-    summary = write_summary(input_path, output_path, scorer.score_names, run, embedding, settings)
-    summary.already_complete = not failed
-    return summary, len(failed)
+        summary.already_complete = not failed
+        return summary, len(failed)
 
 
 def check_same_rows(

@@ -29,6 +29,7 @@ from assay.schema import (
     PublishRequest,
     RequestValidationError,
     check_name,
+    followed,
 )
 from assay.server.auth import require_key
 from assay.server.body import check_limits, read_json_body
@@ -131,7 +132,7 @@ def _check_result(result: DetectorResult, name: str, where: str) -> None:
             "order (GET /v1/detectors lists them)",
         )
     for k, entry in enumerate(result.instructions_list):
-        if entry.label != (entry.follow_probability >= 0.5):
+        if entry.label != followed(entry.follow_probability):
             raise ServerError(
                 422,
                 f"{where}.instructions_list[{k}].label: {str(entry.label).lower()} with "

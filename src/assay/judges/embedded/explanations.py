@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 
 from assay.judges.embedded.signals import SEPARATOR, Evidence
 from assay.judges.embedded.text import shorten
-from assay.schema import round_probability
+from assay.schema import followed, round_probability
 
 #: How much each feature moved this item's logit for the check being explained (weight ×
 #: standardised value, signed so that negative pushed towards "not followed").
@@ -379,4 +379,4 @@ def explain(check: str, ev: Evidence, probability: float, pull: Pull | None = No
 
     pull: each feature's term of the check's logit (`Logistic.pull`), which says what weighed
     most where several findings could be quoted."""
-    return EXPLAINERS[check](ev, round_probability(probability) >= 0.5, pull or {})
+    return EXPLAINERS[check](ev, followed(round_probability(probability)), pull or {})

@@ -266,8 +266,9 @@ _UNIT_AFTER = re.compile(
     r"[ -]?(minutes?|mins?|hours?|hrs?|days?|weeks?|wks?|months?|years?|yrs?)\b", re.I
 )
 #: Each unit in the smallest unit of its family: minutes, or months.
-_IN_MINUTES = {"min": 1, "minute": 1, "hour": 60, "hr": 60, "day": 1440, "week": 10080}
-_IN_MINUTES["wk"] = _IN_MINUTES["week"]
+_IN_MINUTES = {
+    "min": 1, "minute": 1, "hour": 60, "hr": 60, "day": 1440, "week": 10080, "wk": 10080
+}  # fmt: skip
 _IN_MONTHS = {"month": 1, "year": 12, "yr": 12}
 _MONTH = (
     r"(Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?"
@@ -297,7 +298,7 @@ def figures(text: str) -> dict[str, str]:
         out[quantity(written, after)] = written + (unit.group(0) if unit else "")
     for match in _NAMED_DATE.finditer(text):
         name = match.group(1) or match.group(2)
-        out.setdefault(str(_MONTH_NAMES.index(name[:3].lower()) + 1), name)
+        out.setdefault(_month_of(name), name)
     return out
 
 
@@ -307,8 +308,13 @@ def month_number(word: str, before: str, after: str) -> str | None:
     if not _MONTH_WORD.fullmatch(word):
         return None
     if _DAY_AFTER.match(after) or _DAY_BEFORE.search(before):
-        return str(_MONTH_NAMES.index(word[:3].lower()) + 1)
+        return _month_of(word)
     return None
+
+
+def _month_of(name: str) -> str:
+    """A month's number ("3") from its name or abbreviation ("March", "Mar")."""
+    return str(_MONTH_NAMES.index(name[:3].lower()) + 1)
 
 
 def numbers(text: str, plain: bool = False) -> set[str]:
