@@ -54,7 +54,7 @@ def test_fail_under_specs_parse_to_thresholds() -> None:
         ("output_relevance=high", "threshold 'high' is not a number"),
         ("output_relevance=70", "outside 0 to 1"),
         ("output_relevance=-0.1", "outside 0 to 1"),
-        ("output_relevance=nan", "outside 0 to 1"),
+        ("output_relevance=nan", "is not finite"),
     ],
 )
 def test_a_bad_fail_under_spec_names_the_flag_and_the_spec(spec: str, complaint: str) -> None:

@@ -56,6 +56,48 @@ class CalibrationBin:
     rows: int
 
 
+@dataclass(frozen=True)
+class ScoreScale:
+    """The range a scorer's scores run over: [0, 1] for every detector; a metric's config may
+    map its scores onto another range (`llm.ood_detection`'s `min` and `max`), which its results
+    then carry as `score_range`. Histograms, pass marks and gate thresholds follow the range."""
+
+    low: float = 0.0
+    high: float = 1.0
+
+    @classmethod
+    def of(cls, result: Mapping[str, object]) -> ScoreScale:
+        """The range a result says its score is on (`score_range`: [low, high]); [0, 1] when it
+        says none or something unusable."""
+        given = result.get("score_range")
+        if isinstance(given, list | tuple) and len(given) == 2:
+            low, high = given
+            numbers = all(isinstance(x, int | float) and not isinstance(x, bool) for x in given)
+            if numbers and math.isfinite(low) and math.isfinite(high) and low < high:
+                return cls(float(low), float(high))
+        return cls()
+
+    @property
+    def is_unit(self) -> bool:
+        return (self.low, self.high) == (0.0, 1.0)
+
+    def at(self, share: float) -> float:
+        """The score a share of the way from `low` to `high`."""
+        return self.low + (self.high - self.low) * share
+
+    def share(self, score: float) -> float:
+        """Where `score` lies from `low` (0) to `high` (1)."""
+        return (score - self.low) / (self.high - self.low)
+
+    def label(self, value: float) -> str:
+        """A band edge as written: one decimal on [0, 1] (0.7), else as short as exact."""
+        return f"{value:.1f}" if self.is_unit else f"{round(value, 4):g}"
+
+
+#: The range of every detector's score.
+UNIT_SCALE = ScoreScale()
+
+
 def _arrays(tally: Mapping[float, int]) -> tuple[FloatArray, FloatArray]:
     """Distinct values (ascending) and their counts as float arrays."""
     values = np.array(sorted(tally), dtype=np.float64)
@@ -69,16 +111,20 @@ def _bin_index(values: FloatArray, bins: int) -> npt.NDArray[np.int64]:
     return np.clip(np.floor(values * bins), 0, bins - 1).astype(np.int64)
 
 
-def histogram(tally: Mapping[float, int], bins: int = DEFAULT_BINS) -> list[int]:
-    """Rows per score bin: `bins` equal-width bins over [0, 1].
+def histogram(
+    tally: Mapping[float, int], bins: int = DEFAULT_BINS, scale: ScoreScale = UNIT_SCALE
+) -> list[int]:
+    """Rows per score bin: `bins` equal-width bins over the scale's range ([0, 1] by default).
 
     tally: distinct score -> number of rows with it.
     bins: number of bins.
+    scale: the range the scores run over.
     """
     result = np.zeros(bins, dtype=np.int64)
     if tally:
         values, counts = _arrays(tally)
-        np.add.at(result, _bin_index(values, bins), counts.astype(np.int64))
+        shares = (values - scale.low) / (scale.high - scale.low)
+        np.add.at(result, _bin_index(shares, bins), counts.astype(np.int64))
     return [int(count) for count in result]
 
 

@@ -170,6 +170,51 @@ def test_an_over_refusing_bot_scores_lower_through_assay_run(
     assert {line["llm.ood_detection"]["cases"][0]["label"] for line in lines} == {"over_rejection"}
 
 
+def test_a_rescaled_score_is_gated_binned_and_reported_on_its_own_range(
+    chatbot: RunningChatbot, tmp_path: Path
+) -> None:
+    chatbot.policy.threshold = OVER_REFUSE  # the bot declines in-domain questions: score < max
+    data = tmp_path / "rows.jsonl"
+    data.write_text(
+        "".join(json.dumps({**row, "sut_response": ""}) + "\n" for row in in_domain_rows())
+    )
+    config = write_config(tmp_path / "cfg.yaml", chatbot)
+    config.write_text(config.read_text() + "min: 0\nmax: 100\n")
+    out = tmp_path / "out.jsonl"
+
+    # A threshold on the 0-1 scale would pass any run on the 0-100 one: it is refused.
+    refused = run_metric(data, config, out, "--fail-under", "llm.ood_detection=150")
+    assert refused.returncode == 2
+    assert "outside 0 to 100" in refused.stderr
+    done = run_metric(data, config, out, "--fail-under", "llm.ood_detection=90")
+
+    assert done.returncode == 1, done.stderr  # the mean (below 90 on 0-100) fails the gate
+    lines = list(iter_output_lines(out))
+    scores = [line["llm.ood_detection"]["score"] for line in lines]
+    assert all(line["llm.ood_detection"]["score_range"] == [0, 100] for line in lines)
+    assert all(0 <= s < 90 for s in scores) and max(scores) > 1
+    summary = json.loads(Path(f"{out}.summary.json").read_text())
+    histogram = summary["detectors"]["llm.ood_detection"]["score_histogram"]
+    assert list(histogram)[:2] == ["0-10", "10-20"] and sum(histogram.values()) == len(lines)
+    expected_bins = [0] * 10
+    for s in scores:
+        expected_bins[min(int(s // 10), 9)] += 1
+    assert list(histogram.values()) == expected_bins
+    passing = sum(s >= 70 for s in scores) / len(scores)
+    assert summary["detectors"]["llm.ood_detection"]["share_passing"] == round(passing, 4)
+
+    # `assay report` reads the range from the lines: same gate, same refusal, a 0-100 axis.
+    page = tmp_path / "report.html"
+    reported = assay(
+        "report", str(out), "--fail-under", "llm.ood_detection=90", "--html", str(page)
+    )
+    assert reported.returncode == 1, reported.stderr
+    assert "llm.ood_detection: mean score" in reported.stderr
+    assert 'data-low="90" data-high="100"' in page.read_text()
+    too_high = assay("report", str(out), "--fail-under", "llm.ood_detection=150")
+    assert too_high.returncode == 2 and "outside 0 to 100" in too_high.stderr
+
+
 def test_a_passed_mean_gate_warns_when_the_rates_say_otherwise(
     chatbot: RunningChatbot, tmp_path: Path
 ) -> None:

@@ -172,7 +172,7 @@ def report_command(
                 kept[f"--{field}"] = path
         if fail_on_regression and base is None:
             raise RequestValidationError("fail_on_regression", "needs a baseline to compare with")
-        thresholds = gates.parse_fail_under(fail_under or [])
+        thresholds = gates.parse_fail_under(fail_under or [], scales=None)
         tally = reporting.collect(_counted(iter_output_lines(output), "reading"), label_column)
         if not tally.rows:
             raise RequestValidationError("OUTPUT", f"{output} holds no rows to report on")
@@ -184,6 +184,8 @@ def report_command(
                 f"no row of {output} has a scored result or an error: is it an input file? "
                 "Score it with `assay run` first and report on that output",
             )
+        # A rescaled metric's results say its range, so thresholds are checked once read.
+        gates.check_scales(thresholds, {name: s.scale for name, s in tally.scorers.items()})
         if label_column and tally.gold_column is None:
             raise RequestValidationError(
                 "label_column", f"no row of {output} has a column {label_column!r}"

@@ -294,7 +294,10 @@ def run_command(
         if junit is not None:
             check_writable(junit, "junit")
             check_not_overwriting(junit, "junit", {"the input file": file, "--out": output})
-        thresholds = gates.parse_fail_under(fail_under or [], known=scorer.score_names)
+        scales = scorer.score_scales if isinstance(scorer, MetricScorer) else gates.NO_RESCALING
+        thresholds = gates.parse_fail_under(
+            fail_under or [], known=scorer.score_names, scales=scales
+        )
         if dry_run:
             if not isinstance(scorer, DetectorScorer):
                 raise RequestValidationError("dry_run", "estimates LLM calls of detector runs only")

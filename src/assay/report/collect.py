@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from assay.runner.gates import GateFigures
 from assay.runner.output import is_scorer_error, scorer_results
 from assay.runner.rows import INVALID_ROW
+from assay.stats import UNIT_SCALE, ScoreScale
 
 if TYPE_CHECKING:
     from assay.metrics.ood.summary import OODTally
@@ -148,6 +149,7 @@ class ScorerTally:
     instructions: instruction text -> its counts, in the order first seen.
     ood: for a metric whose results carry judged `cases` (llm.ood_detection), its own tally:
         the 4-way table, error rates and failing cases.
+    scale: the range the scores run over, as the first scored result says.
     """
 
     name: str
@@ -157,6 +159,7 @@ class ScorerTally:
     errors: Counter[str] = field(default_factory=Counter)
     instructions: dict[str, InstructionTally] = field(default_factory=dict)
     ood: OODTally | None = None
+    scale: ScoreScale = UNIT_SCALE
     # Bounded heap of the lowest-scoring rows as (-score, -row order, example): its top is the
     # entry to drop first, the highest score and, among equal scores, the latest row.
     _lowest: list[tuple[float, int, ExampleRow]] = field(default_factory=list)
@@ -177,6 +180,8 @@ class ScorerTally:
         """Count one row's result; `gold` is its gold label, if it has one; `line` the output
         line it is in (for the row's number, id and text, should it be listed)."""
         score = round(float(result["score"]), 4)
+        if not self.scores:
+            self.scale = ScoreScale.of(result)
         self.scores[score] += 1
         if gold is not None:
             (self.positive if gold else self.negative)[score] += 1

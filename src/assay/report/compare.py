@@ -23,6 +23,7 @@ from assay import stats
 from assay.report.collect import RowText, Verdict
 from assay.runner.output import scorer_results
 from assay.runner.summary import PASS_THRESHOLD
+from assay.stats import ScoreScale
 
 #: Flips listed per scorer and direction (all are counted).
 LISTED_FLIPS = 10
@@ -263,7 +264,8 @@ def compare(
         for name, (score, labels) in _scores(line).items():
             if name not in before:
                 continue
-            tally = tallies.setdefault(name, _Tally(marks.get(name, PASS_THRESHOLD)))
+            mark = marks.get(name, ScoreScale.of(line[name]).at(PASS_THRESHOLD))
+            tally = tallies.setdefault(name, _Tally(mark))
             old_score, old_labels = before[name]
             if score is None or old_score is None:
                 tally.errored += 1

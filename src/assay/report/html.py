@@ -57,7 +57,9 @@ def _charts(scorer: ScorerReport) -> ScorerCharts:
         reliability = svg.reliability_svg(scorer.gold.curve, f"{scorer.name}: calibration curve")
     failures = [(i.instruction, i.failed, i.answered) for i in scorer.instructions]
     return ScorerCharts(
-        histogram=Markup(svg.histogram_svg(scorer.histogram, f"{scorer.name}: score histogram")),
+        histogram=Markup(
+            svg.histogram_svg(scorer.histogram, f"{scorer.name}: score histogram", scorer.scale)
+        ),
         failures=Markup(
             svg.failure_rate_svg(failures, f"{scorer.name}: failure rate per instruction")
         ),

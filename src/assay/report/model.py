@@ -62,6 +62,7 @@ class ScorerReport:
     threshold: float | None = None
     figures: GateFigures | None = None
     ood: OODSummary | None = None
+    scale: stats.ScoreScale = stats.UNIT_SCALE
 
     @property
     def gate_failed(self) -> bool:
@@ -140,7 +141,7 @@ def scorer_report(
         errors=dict(tally.errors.most_common()),
         mean=stats.mean(tally.scores),
         mean_interval=stats.mean_interval(tally.scores),
-        histogram=stats.histogram(tally.scores),
+        histogram=stats.histogram(tally.scores, scale=tally.scale),
         instructions=[
             InstructionRow(text, counts.failed, counts.answered, counts.mean_probability)
             for text, counts in tally.instructions.items()
@@ -150,6 +151,7 @@ def scorer_report(
         threshold=threshold,
         figures=figures,
         ood=tally.ood.summary() if tally.ood is not None else None,
+        scale=tally.scale,
     )
 
 

@@ -12,7 +12,7 @@ import textwrap
 from collections.abc import Sequence
 from html import escape
 
-from assay.stats import CalibrationBin
+from assay.stats import UNIT_SCALE, CalibrationBin, ScoreScale
 
 BAR_COLOUR = "#4c72b0"
 FAIL_COLOUR = "#c44e52"
@@ -67,11 +67,13 @@ def _count_ticks(largest: int) -> list[int]:
     return list(range(0, largest + step, step))
 
 
-def histogram_svg(counts: Sequence[int], label: str) -> str:
-    """A histogram of scores: `counts[i]` rows fell in the i-th of len(counts) bins over [0, 1].
+def histogram_svg(counts: Sequence[int], label: str, scale: ScoreScale = UNIT_SCALE) -> str:
+    """A histogram of scores: `counts[i]` rows fell in the i-th of len(counts) equal bins over
+    the scale's range ([0, 1] unless a metric's config rescales its score).
 
     counts: rows per bin, lowest scores first.
     label: what the chart shows (its accessible name and tooltip).
+    scale: the range the bins cover.
     """
     width, height = 560.0, 240.0
     left, right, top, bottom = 48.0, 16.0, 12.0, 40.0
@@ -86,11 +88,11 @@ def histogram_svg(counts: Sequence[int], label: str) -> str:
     bins = len(counts)
     slot = plot_w / max(bins, 1)
     for number, count in enumerate(counts):
-        low, high = number / bins, (number + 1) / bins
+        low, high = scale.at(number / bins), scale.at((number + 1) / bins)
         bar_h = plot_h * count / y_max
         x, y = left + number * slot + 1, top + plot_h - bar_h
         closing = "]" if number == bins - 1 else ")"
-        tip = f"score [{low:.1f}, {high:.1f}{closing}: {count} rows"
+        tip = f"score [{scale.label(low)}, {scale.label(high)}{closing}: {count} rows"
         body.append(
             f'<rect class="bar" x="{_n(x)}" y="{_n(y)}" width="{_n(slot - 2)}" '
             f'height="{_n(bar_h)}" fill="{BAR_COLOUR}" data-low="{low:g}" data-high="{high:g}" '
@@ -101,7 +103,11 @@ def histogram_svg(counts: Sequence[int], label: str) -> str:
         body.append(_line(x, top + plot_h, x, top + plot_h + 4, AXIS_COLOUR))
         body.append(
             _text(
-                x, top + plot_h + 16, f"{number / bins:.1f}", text_anchor="middle", fill=AXIS_COLOUR
+                x,
+                top + plot_h + 16,
+                scale.label(scale.at(number / bins)),
+                text_anchor="middle",
+                fill=AXIS_COLOUR,
             )
         )
     body.append(_line(left, top + plot_h, left + plot_w, top + plot_h, AXIS_COLOUR))

@@ -21,12 +21,16 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from assay.runner.output import scorer_results
 from assay.schema import RequestValidationError
+from assay.stats import UNIT_SCALE, ScoreScale
 
 FAIL_UNDER_FLAG = "--fail-under"
+#: Score ranges when no scorer is rescaled: every score runs from 0 to 1.
+NO_RESCALING: Mapping[str, ScoreScale] = MappingProxyType({})
 #: Means this close below a threshold still pass: they differ from it only by float rounding.
 _TOLERANCE = 1e-9
 #: Characters XML 1.0 cannot carry, even escaped; they are dropped from JUnit text.
@@ -34,7 +38,10 @@ _XML_ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
 
 def parse_fail_under(
-    specs: Iterable[str], known: Iterable[str] | None = None, flag: str = FAIL_UNDER_FLAG
+    specs: Iterable[str],
+    known: Iterable[str] | None = None,
+    flag: str = FAIL_UNDER_FLAG,
+    scales: Mapping[str, ScoreScale] | None = NO_RESCALING,
 ) -> dict[str, float]:
     """Parse `NAME=THRESHOLD` values of a repeatable flag into {name: threshold}.
 
@@ -42,6 +49,9 @@ def parse_fail_under(
     known: detector and metric names that may be gated; None accepts any name (a name the
         output turns out not to have is then reported by `check_fail_under`).
     flag: the flag's spelling, used in error messages.
+    scales: each scorer's score range where it is not [0, 1] (a rescaled metric; by default
+        none is); None when the ranges are not known yet: the caller then checks the thresholds
+        with `check_scales` once it has read them.
     Raises RequestValidationError(flag, ...) naming the bad value and what is wrong with it.
     """
     allowed = None if known is None else sorted(known)
@@ -59,18 +69,39 @@ def parse_fail_under(
             raise RequestValidationError(
                 flag, f"{spec!r}: threshold {number!r} is not a number"
             ) from None
-        if not math.isfinite(threshold) or not 0.0 <= threshold <= 1.0:
-            raise RequestValidationError(
-                flag, f"{spec!r}: threshold {number} is outside 0 to 1 (scores run from 0 to 1)"
-            )
+        if not math.isfinite(threshold):
+            raise RequestValidationError(flag, f"{spec!r}: threshold {number} is not finite")
         if allowed is not None and name not in allowed:
             raise RequestValidationError(
                 flag, f"{spec!r}: unknown scorer {name!r}; known: {', '.join(allowed)}"
             )
         if name in thresholds:
             raise RequestValidationError(flag, f"{name!r} is given twice")
+        if scales is not None:
+            check_scales({name: threshold}, scales, flag, spec)
         thresholds[name] = threshold
     return thresholds
+
+
+def check_scales(
+    thresholds: Mapping[str, float],
+    scales: Mapping[str, ScoreScale],
+    flag: str = FAIL_UNDER_FLAG,
+    spec: str | None = None,
+) -> None:
+    """Raise RequestValidationError(flag, ...) for a threshold outside its scorer's score range
+    (`scales`; [0, 1] for a scorer not in it): such a gate would pass or fail every run.
+    spec: the flag's value as given, quoted in the message (default NAME=THRESHOLD)."""
+    for name, threshold in thresholds.items():
+        scale = scales.get(name, UNIT_SCALE)
+        if not scale.low <= threshold <= scale.high:
+            low, high = f"{scale.low:g}", f"{scale.high:g}"
+            given = spec if spec is not None else f"{name}={threshold:g}"
+            raise RequestValidationError(
+                flag,
+                f"{given!r}: threshold {threshold:g} is outside {low} to {high} "
+                f"({name}'s scores run from {low} to {high})",
+            )
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,8 @@ Today that is `llm.ood_detection`: each row (`gdi_text_v1`: `input_id`, `prompt`
 `sut_response`) gets probes put to the live system under test named in the run config's `sut:`
 block, and the judged cases roll up into the row's score. The output line carries the metric's
 result under its name, like a detector's: `{"input_id", "score", "accuracy", "correct", "total",
-"weight", "cases": [...], "warnings"}`, or `{"error": true, "kind", "message", "cases"}` when a
+"weight", "cases": [...], "warnings"}` (and `"score_range": [min, max]` when the config
+rescales the score), or `{"error": true, "kind", "message", "cases"}` when a
 call or a judgement failed (never a made-up score). `assay ood --out` writes the same lines
 (`metric_line`), so `assay report` reads both.
 """
@@ -34,6 +35,7 @@ from assay.metrics.ood.sut import SystemUnderTest
 from assay.runner.io import Row, UnreadableRow, input_columns
 from assay.runner.rows import INVALID_ROW, apply_column_map
 from assay.schema import RequestValidationError
+from assay.stats import ScoreScale
 
 #: Metrics `assay run` can score, by manifest name.
 RUNNABLE_METRICS = ("llm.ood_detection",)
@@ -93,6 +95,13 @@ class MetricScorer:
     @property
     def score_names(self) -> tuple[str, ...]:
         return (self.metric,)
+
+    @property
+    def score_scales(self) -> dict[str, ScoreScale]:
+        """The metric's score range, where its config rescales it (`min`, `max`)."""
+        config, _ = self.settings
+        scale = ScoreScale(config.min, config.max)
+        return {} if scale.is_unit else {self.metric: scale}
 
     @cached_property
     def settings(self) -> tuple[OODMetricConfig, dict[str, Any]]:
@@ -233,7 +242,9 @@ def metric_line(
             "warnings": data["warnings"],
         }
     else:
-        line[metric] = {k: v for k, v in data.items() if k != "error"}
+        line[metric] = {
+            k: v for k, v in data.items() if k != "error" and not (k == "score_range" and v is None)
+        }
     return line
 
 

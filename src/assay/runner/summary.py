@@ -24,9 +24,10 @@ from assay.runner.gates import GateFigures
 
 if TYPE_CHECKING:
     from assay.metrics.ood.summary import OODTally
-from assay.stats import histogram, mean_interval
+from assay.stats import UNIT_SCALE, ScoreScale, histogram, mean_interval
 
-#: A row "passes" a detector when its score is at least this.
+#: A row "passes" a detector when its score is at least this (on [0, 1]; a rescaled metric's
+#: pass mark lies the same share of the way through its range).
 PASS_THRESHOLD = 0.7
 #: The metric whose results also get its own summary (4-way confusion, error rates).
 OOD_METRIC = "llm.ood_detection"
@@ -53,6 +54,7 @@ class DetectorSummary:
     errors_by_kind: errored rows per error kind (e.g. "timeout", "transport").
     score_tally: distinct score -> rows with it (for the bootstrap interval; its size does not
         grow with the rows, since scores are rounded).
+    scale: the range the scores run over, as the first scored result says (`ScoreScale.of`).
     """
 
     name: str
@@ -65,6 +67,7 @@ class DetectorSummary:
     errors_by_kind: dict[str, int] = field(default_factory=dict)
     metric_tally: OODTally | None = None  # only for llm.ood_detection
     score_tally: dict[float, int] = field(default_factory=dict)
+    scale: ScoreScale = UNIT_SCALE
 
     def add(self, result: Mapping[str, Any]) -> None:
         """Count one row's wire result (a DetectorResult or DetectorError as JSON)."""
@@ -76,9 +79,11 @@ class DetectorSummary:
             self.errors_by_kind[kind] = self.errors_by_kind.get(kind, 0) + 1
             return
         score = float(result["score"])
+        if not self.rows_scored:
+            self.scale = ScoreScale.of(result)
         self.rows_scored += 1
         self.score_total += score
-        self.rows_passing += score >= PASS_THRESHOLD
+        self.rows_passing += score >= self.scale.at(PASS_THRESHOLD)
         self.score_tally[score] = self.score_tally.get(score, 0) + 1
         short_forms = _short_forms(self.name)
         for entry in result.get("instructions_list", []):
@@ -93,6 +98,9 @@ class DetectorSummary:
     @property
     def share_passing(self) -> float | None:
         return _ratio(self.rows_passing, self.rows_scored)
+
+    def _edge(self, band: int) -> str:
+        return self.scale.label(self.scale.at(band / SCORE_BANDS))
 
     def instruction_pass_rates(self) -> dict[str, float | None]:
         """Share of scored rows that followed each instruction, in rubric order."""
@@ -112,8 +120,8 @@ class DetectorSummary:
             else None,
             "share_passing": self.share_passing,
             "score_histogram": {
-                f"{band / SCORE_BANDS:.1f}-{(band + 1) / SCORE_BANDS:.1f}": count
-                for band, count in enumerate(histogram(self.score_tally, SCORE_BANDS))
+                f"{self._edge(band)}-{self._edge(band + 1)}": count
+                for band, count in enumerate(histogram(self.score_tally, SCORE_BANDS, self.scale))
             },
             "instruction_pass_rates": self.instruction_pass_rates(),
             "errors_by_kind": dict(self.errors_by_kind),

@@ -105,6 +105,8 @@ class RowResult:
     warnings: what the row lacks although it was scored (e.g. fewer probes than asked, and why).
     usage: LLM calls, tokens and cache hits the row's probes and judgements cost (empty without
         an LLM).
+    score_range: [min, max] when the config maps scores onto a range other than [0, 1], so
+        that whoever reads the score (summaries, reports, gates) knows its scale; else None.
     """
 
     input_id: str
@@ -118,6 +120,7 @@ class RowResult:
     error: str | None = None
     warnings: list[str] = field(default_factory=list)
     usage: dict[str, int] = field(default_factory=dict)
+    score_range: list[float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready data."""
@@ -240,6 +243,8 @@ class _Run:
         accuracy = correct / len(cases)
         result.score = apply_scoring(accuracy, self.config)
         result.accuracy = round(accuracy, 4)
+        if (self.config.min, self.config.max) != (0.0, 1.0):
+            result.score_range = [self.config.min, self.config.max]
         return result
 
 
