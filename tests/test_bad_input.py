@@ -108,6 +108,20 @@ CASES: list[tuple[str, Any, str, str]] = [
         "[0].config",
         "a key holds a lone surrogate",
     ),
+    # PostgreSQL cannot store a NUL (SQLite can): refused everywhere, so no result depends on
+    # the database behind the server.
+    (
+        "NUL in text",
+        {**GOOD, "generated_text": "Shakespeare\x00 wrote it."},
+        "[0].generated_text",
+        "NUL character (U+0000 at character 11)",
+    ),
+    (
+        "NUL in a metadata value",
+        {**GOOD, "tool_trace": [{"step": "a\x00b"}]},
+        "[0].tool_trace[0].step",
+        "U+0000",
+    ),
     (
         "misspelt detector option",
         {**GOOD, "config": {"output_relevance": {"explian": True}}},

@@ -53,10 +53,12 @@ def find_unencodable(
     value: Any, json_only: bool = False
 ) -> tuple[tuple[int | str, ...], str] | None:
     """The location and description of the first string in `value` (nested dicts and lists,
-    keys included) that cannot be encoded as UTF-8, i.e. holds a lone surrogate; None if none.
+    keys included) that cannot be encoded as UTF-8, i.e. holds a lone surrogate, or that holds
+    a NUL character; None if none.
 
-    JSON can carry such text as an escape (`"\\ud800"`); it validates as a `str` but breaks
-    every encoder (tokenizer, SQLite, HTTP body) it later reaches.
+    JSON can carry such text as an escape (`"\\ud800"`, `"\\u0000"`); it validates as a `str`
+    but a lone surrogate breaks every encoder (tokenizer, SQLite, HTTP body) it later reaches,
+    and PostgreSQL cannot store a NUL: refused everywhere, results never depend on the database.
 
     json_only: also report the first value JSON cannot carry (bytes, a set, NaN, a non-text
     key), for a body about to be sent over HTTP.
@@ -94,6 +96,11 @@ def _not_json(value: Any) -> str | None:
 
 
 def _unencodable(text: str) -> str | None:
+    if "\x00" in text:
+        return (
+            f"holds a NUL character (U+0000 at character {text.index(chr(0))}), which storage "
+            "cannot keep; remove it"
+        )
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as error:

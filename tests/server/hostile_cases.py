@@ -104,7 +104,8 @@ CASES = [
     Hostile("custom instructions", _DETECT, 422, "[0].instructions: custom instructions",
             body(item(instructions=["Be polite."]))),
     Hostile("UTF-8 BOM is accepted", _DETECT, 200, "", b"\xef\xbb\xbf" + _VALID.encode()),
-    Hostile("NUL characters in text are accepted", _DETECT, 200, "",
+    Hostile("NUL characters in text are refused (PostgreSQL cannot store them)", _DETECT, 422,
+            "[0].generated_text: holds a NUL character",
             body(item(generated_text="Returns\u0000 within 30 days."))),
     # Names: bounded and from a documented character set.
     Hostile("application_name of 101 characters", _DETECT, 422, "1 to 100 characters",

@@ -541,3 +541,26 @@ def test_a_key_sent_twice_in_one_publish_is_named_with_both_items(live_server: L
     assert answer.json()["message"] == (
         "items[2].key: '1' is also the key of items[0]; keys must differ within one request"
     )
+
+
+@both_backends
+def test_a_nul_character_is_refused_by_every_route_that_could_store_it(
+    live_server: LiveServer,
+) -> None:
+    # PostgreSQL cannot store U+0000 (it answered 500, and an async job was retried and lost):
+    # every backend refuses it up front with a 422 naming the field.
+    text = "Shakespeare\u0000 wrote it."
+    detect = {"user_query": "Who wrote Hamlet?", "generated_text": text}
+    detect["config"] = {"output_relevance": {}}
+    stored = {"publish": True, "application_name": "nul", "model_name": "m"}
+    for extra in ({}, stored, {**stored, "async_mode": True}):
+        response = live_server.post([{**detect, **extra}])
+        assert response.status_code == 422, response.text
+        assert response.json()["message"].startswith("[0].generated_text: holds a NUL character")
+    item = {**published_item("1"), "generated_text": text}
+    body = {"model_name": "m1", "run_id": "r", "items": [item]}
+    response = live_server.post(body, path="/v1/applications/nul/detections")
+    assert response.status_code == 422, response.text
+    assert "items[0].generated_text" in response.json()["message"]
+    assert "U+0000" in response.json()["message"]
+    assert live_server.get("/v1/applications").json() == []  # nothing stored, no job queued

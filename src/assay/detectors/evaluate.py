@@ -67,8 +67,8 @@ def _quoted(name: str) -> str:
 
 def check_encodable(value: Any, index: int | None = None, json_only: bool = False) -> None:
     """Raise RequestValidationError naming the first string (or key) in `value` that cannot be
-    encoded as UTF-8 (a lone surrogate): such text passes type checks but breaks the tokenizer,
-    the database and HTTP bodies, so it is refused up front.
+    encoded as UTF-8 (a lone surrogate) or holds a NUL: such text passes type checks but breaks
+    the tokenizer, the database (PostgreSQL) or HTTP bodies, so it is refused up front.
 
     index: the item's position, for the message; None when `value` is a whole body.
     json_only: also refuse what JSON cannot carry (see `find_unencodable`).

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-from assay.schema import RequestValidationError, find_unencodable
+from assay.schema import RequestValidationError
 
 #: File extensions read as JSON Lines; one JSON object per line.
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
@@ -195,7 +195,7 @@ def _csv_fields(record: dict[str | Any, str | Any]) -> dict[str, Any] | Exceptio
     for name, cell in record.items():
         if name is None:
             continue  # the extra cells
-        if not_utf8 is None and find_unencodable([name, cell]) is not None:
+        if not_utf8 is None and not _utf8(name, cell):
             not_utf8 = str(name)
         # CSV has no null: an empty (or absent) cell means the field is not given.
         if cell is None or cell == "":
@@ -214,6 +214,17 @@ def _csv_fields(record: dict[str | Any, str | Any]) -> dict[str, Any] | Exceptio
     if problems:
         return UnreadableRow(*problems[0], fields)
     return fields
+
+
+def _utf8(*texts: Any) -> bool:
+    """False when a text holds bytes that were not UTF-8 (read as surrogate escapes)."""
+    try:
+        for text in texts:
+            if isinstance(text, str):
+                text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _csv_context(cell: str) -> str | list[str]:
