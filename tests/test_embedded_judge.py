@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import assay
 from assay.detectors import DETECTORS
 from assay.detectors.evaluate import detect_items, parse_items, questions_for
 from assay.judges.base import Question
@@ -40,6 +41,7 @@ from assay.judges.embedded.form import looped_share
 from assay.judges.embedded.judge import EmbeddedJudge, gather
 from assay.judges.embedded.signals import CHECK_FEATURES
 from assay.judges.embedded.text import from_html, split_sentences
+from assay.schema import JudgeFailure
 
 QUERY = "What is the refund policy for online orders?"
 CONTEXT = [
@@ -206,6 +208,44 @@ def test_identical_input_gives_identical_verdicts() -> None:
     [item] = parse_items([completeness(FULL)])
     questions = questions_for(item, DETECTORS["completeness"])
     assert judge.answer_sync(questions) == judge.answer_sync(questions)
+
+
+def test_a_tangent_late_in_a_long_answer_is_read_like_one_early_in_it() -> None:
+    # The judge once read only an answer's first 60 sentences: two tangents after them were
+    # never seen, and no_tangents said every sentence stayed with the query's subject.
+    on_topic = [
+        f"Our return policy lets you return item {i} within 30 days of purchase." for i in range(60)
+    ]
+    tangents = [
+        "Bananas are rich in potassium and grow in warm tropical climates.",
+        "You should invest all your savings in cryptocurrency today.",
+    ]
+    verdicts = []
+    for sentences in (tangents + on_topic, on_topic + tangents):
+        result = assay.detect(" ".join(sentences), user_query="What is your return policy?")
+        verdicts.append(result.output_relevance["instructions_list"][2])  # no_tangents
+    assert [v["label"] for v in verdicts] == [False, False]
+    assert all("Bananas" in v["explanation"] for v in verdicts)
+
+
+def test_an_answer_longer_than_the_judge_reads_is_refused_not_cut() -> None:
+    judge = EmbeddedJudge()
+    long_answer = " ".join(f"Item {i} can be returned within 30 days." for i in range(1001))
+    items = parse_items([relevance(long_answer), relevance("Returns are accepted for 30 days.")])
+    questions = [q for item in items for q in questions_for(item, DETECTORS["output_relevance"])]
+    answers = judge.answer_sync(questions)
+    refused, judged = answers[:4], answers[4:]
+    assert all(isinstance(a, JudgeFailure) and a.kind == "input_too_long" for a in refused)
+    assert "generated_text has 1,001 sentences" in str(refused[0])
+    assert all(not isinstance(a, JudgeFailure) for a in judged)  # its neighbour is judged
+    many_statements = [
+        " ".join(f"Branch {i} opens at 9 am." for i in range(doc * 10, doc * 10 + 10))
+        for doc in range(100)
+    ] + ["Branch 1000 opens at 10 am."]
+    [item] = parse_items([{**completeness("Branches open at 9 am."), "context": many_statements}])
+    answers = judge.answer_sync(questions_for(item, DETECTORS["completeness"]))
+    assert all(isinstance(a, JudgeFailure) and a.kind == "input_too_long" for a in answers)
+    assert "context has 1,001 sentences" in str(answers[0])
 
 
 def test_an_html_answer_gets_the_verdicts_of_the_text_it_renders() -> None:

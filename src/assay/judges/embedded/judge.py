@@ -74,6 +74,9 @@ class EmbeddedJudge(Judge):
         verdicts: list[Verdict | JudgeFailure] = []
         for question in questions:
             ev = evidence[_key(question)]
+            if ev.too_long is not None:
+                verdicts.append(JudgeFailure("input_too_long", ev.too_long))
+                continue
             model = self.calibration.checks[question.check]
             probability = model.probability(ev.features)
             verdicts.append(
@@ -110,7 +113,9 @@ def gather(
             evidence[key] = Evidence(question.generated_text, question.user_query, question.context)
             needs[key] = set()
         needs[key].add("relevance" if question.check in RELEVANCE_CHECKS else "completeness")
-    texts = list(dict.fromkeys(t for ev in evidence.values() for t in ev.texts()))
+    # An item the judge refuses (`Evidence.too_long`) is neither encoded nor read.
+    judged = {key: ev for key, ev in evidence.items() if ev.too_long is None}
+    texts = list(dict.fromkeys(t for ev in judged.values() for t in ev.texts()))
     matrix = encoder.encode(texts)
     index = {text: row for row, text in enumerate(texts)}
 
@@ -119,7 +124,7 @@ def gather(
         return row
 
     pairs: dict[tuple[str, str], int] = {}
-    for key, ev in evidence.items():
+    for key, ev in judged.items():
         ev.attach(lookup)
         if "completeness" in needs[key]:
             for pair in ev.plan_pairs():
@@ -127,9 +132,9 @@ def gather(
     if pairs:
         model = agreement or load_agreement_model()
         answers = model.predict(list(pairs))
-        for ev in evidence.values():
+        for ev in judged.values():
             ev.agreement = {p: answers[pairs[p]] for p in ev.context_pairs + ev.own_pairs}
-    for key, ev in evidence.items():
+    for key, ev in judged.items():
         shared_features(ev)
         if "relevance" in needs[key]:
             relevance_features(ev)

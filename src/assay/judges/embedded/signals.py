@@ -34,10 +34,12 @@ OFFTOPIC = 0.3
 SEPARATOR = "\u241e"
 #: Context length (words) below which an answer's length counts relative to its context.
 NEEDED_WORDS = 100
-#: Context statements considered per item (long contexts keep their first statements).
-MAX_CONTEXT_STATEMENTS = 80
-#: Response sentences considered per item.
-MAX_RESPONSE_SENTENCES = 60
+#: Most context statements an item may have: the judge reads all of them or refuses the item
+#: (`input_too_long`), never a part, so no verdict covers less than the caller sent. The dev
+#: data's longest context has 24, its longest answer 32 sentences.
+MAX_CONTEXT_STATEMENTS = 1000
+#: Most response sentences (and clauses) an item may have, likewise.
+MAX_RESPONSE_SENTENCES = 1000
 
 #: The evidence behind each instruction. The sign says which way a feature may push the
 #: probability (`+`: more of it means more likely followed); the calibration fit keeps to it, so
@@ -172,14 +174,29 @@ class Evidence:
         # Sentences as written (for form: run-ons, lengths), and the units judged for meaning:
         # the same sentences with run-ons cut at clause boundaries, so that one long sentence
         # holding many claims is weighed claim by claim.
-        self.written = T.split_sentences(self.response)[:MAX_RESPONSE_SENTENCES]
+        self.written = T.split_sentences(self.response)
         units = [u for s in self.written for u in T.clauses(s)]
         # A courtesy ("Hope this helps!") is judged for form only, unless it is all there is.
-        units = [u for u in units if not T.courtesy(u)] or units
-        self.sentences = units[:MAX_RESPONSE_SENTENCES]
-        statements = [s for doc in self.context for s in T.split_sentences(doc)]
-        self.statements = statements[:MAX_CONTEXT_STATEMENTS]
+        self.sentences = [u for u in units if not T.courtesy(u)] or units
+        self.statements = [s for doc in self.context for s in T.split_sentences(doc)]
         self.aspects = _query_aspects(self.query) if self.query else []
+
+    @property
+    def too_long(self) -> str | None:
+        """Why the judge refuses this item (more sentences or statements than it reads), or
+        None: a verdict on part of a text would hide whatever the rest holds."""
+        sentences = max(len(self.written), len(self.sentences))
+        if sentences > MAX_RESPONSE_SENTENCES:
+            return (
+                f"generated_text has {sentences:,} sentences and clauses; the embedded judge "
+                f"reads at most {MAX_RESPONSE_SENTENCES:,}: split the answer or judge it in parts"
+            )
+        if len(self.statements) > MAX_CONTEXT_STATEMENTS:
+            return (
+                f"context has {len(self.statements):,} sentences; the embedded judge reads at "
+                f"most {MAX_CONTEXT_STATEMENTS:,}: pass the documents the answer was built from"
+            )
+        return None
 
     def texts(self) -> list[str]:
         """Every text this item needs embedded (duplicates are fine; the judge dedups).
