@@ -139,6 +139,11 @@ CASES = [
     Hostile("metrics until after year 9999", _METRICS, 422, "until",
             params=(("until", "9999-12-31T23:59:59-01:00"),)),
     Hostile("since not a date", _METRICS, 422, "since", params=(("since", "yesterday"),)),
+    # A bare number is no ISO 8601 date: FastAPI read it as a Unix timestamp (2027 -> 1970).
+    Hostile("since a bare year", _DETECTIONS, 422, "since: '2027' is not a date and time",
+            params=(("since", "2027"),)),
+    Hostile("until a Unix timestamp", _METRICS, 422, "until: '1700000000' is not a date",
+            params=(("until", "1700000000"),)),
     Hostile("bucket unknown", _METRICS, 422, "bucket", params=(("bucket", "fortnight"),)),
     Hostile("application name with an encoded slash", "/v1/applications/team%2Fapp/detections",
             404, "Not Found"),

@@ -23,7 +23,7 @@ from assay.detectors import DETECTORS
 from assay.server.auth import require_key
 from assay.server.charts import TrendPoint, failure_bar, histogram, trend
 from assay.server.errors import ServerError
-from assay.server.read import naive_utc, read_application
+from assay.server.read import parse_moment, read_application
 from assay.store.detections import applications, model_names
 from assay.store.views import (
     DetectionFilter,
@@ -82,16 +82,6 @@ def _score_bound(text: str, name: str) -> float | None:
     return value
 
 
-def _moment(text: str, name: str) -> datetime:
-    try:
-        moment = datetime.fromisoformat(text.strip().removesuffix("Z"))
-    except ValueError:
-        raise ServerError(422, f"{name}: {text!r} is not a date and time (ISO 8601)") from None
-    utc = naive_utc(moment, name)
-    assert utc is not None
-    return utc
-
-
 def parse_filter(name: str, params: dict[str, str]) -> tuple[DetectionFilter, int]:
     """The filter and 1-based page number from a query string (blank fields are unset, as
     an empty form sends them); 422 naming the field for a value that cannot be read."""
@@ -116,8 +106,8 @@ def parse_filter(name: str, params: dict[str, str]) -> tuple[DetectionFilter, in
         detector=detector,
         min_score=_score_bound(given["min_score"], "min_score") if "min_score" in given else None,
         max_score=_score_bound(given["max_score"], "max_score") if "max_score" in given else None,
-        since=_moment(given["since"], "since") if "since" in given else None,
-        until=_moment(given["until"], "until") if "until" in given else None,
+        since=parse_moment(given.get("since"), "since"),
+        until=parse_moment(given.get("until"), "until"),
     )
     return view, page
 

@@ -51,14 +51,33 @@ _APP: dict[int | str, dict[str, Any]] = {
     422: {"model": ErrorBody, "description": "A query parameter is invalid."},
 }
 
-Since = Annotated[datetime | None, Query(description="Only detections at or after (ISO 8601).")]
-Until = Annotated[datetime | None, Query(description="Only detections before (ISO 8601).")]
+# Read as text and parsed by `parse_moment`, as the dashboard's filters are: FastAPI's datetime
+# would take a bare number as a Unix timestamp ("since=2027" meant 1970).
+_ISO = {"format": "date-time"}
+Since = Annotated[
+    str | None, Query(description="Only detections at or after (ISO 8601).", json_schema_extra=_ISO)
+]
+Until = Annotated[
+    str | None, Query(description="Only detections before (ISO 8601).", json_schema_extra=_ISO)
+]
 DetectorName = Annotated[str | None, Query(description="Only this detector.")]
 ModelName = Annotated[str | None, Query(description="Only this model.")]
 
 
 #: Largest `offset` accepted: far beyond any real table, well inside SQL's 64-bit integers.
 MAX_OFFSET = 1_000_000_000
+
+
+def parse_moment(text: str | None, name: str) -> datetime | None:
+    """A filter's date and time as naive UTC (None when not given); 422 naming the parameter
+    for text that is not ISO 8601 (a bare year or Unix timestamp is not)."""
+    if text is None or not text.strip():
+        return None
+    try:
+        parsed = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ServerError(422, f"{name}: {text!r} is not a date and time (ISO 8601)") from None
+    return naive_utc(parsed, name)
 
 
 def naive_utc(moment: datetime | None, parameter: str) -> datetime | None:
@@ -142,15 +161,15 @@ async def list_detections(
     """One page of an application's detections, newest first."""
     access = require_key(request)
     _check_detector(detector)
-    since, until = naive_utc(since, "since"), naive_utc(until, "until")
+    start, end = parse_moment(since, "since"), parse_moment(until, "until")
 
     def query(session: Session) -> dict[str, Any]:
         total, page = detections_page(
             session,
             name,
             detector=detector,
-            since=since,
-            until=until,
+            since=start,
+            until=end,
             limit=limit,
             offset=offset,
             model=model,
@@ -181,7 +200,7 @@ async def application_metrics(
     """Per detector, the mean score in each time bucket (UTC) that has detections."""
     access = require_key(request)
     _check_detector(detector)
-    since, until = naive_utc(since, "since"), naive_utc(until, "until")
+    start, end = parse_moment(since, "since"), parse_moment(until, "until")
 
     def query(session: Session) -> dict[str, Any]:
         series = score_series(
@@ -189,8 +208,8 @@ async def application_metrics(
             name,
             bucket,
             detector=detector,
-            since=since,
-            until=until,
+            since=start,
+            until=end,
             model=model,
         )
         return {"application": name, "bucket": bucket, "detectors": series}
