@@ -639,6 +639,29 @@ def test_unreachable_server_is_a_connection_error() -> None:
     assert caught.value.status_code is None
 
 
+@pytest.mark.parametrize(
+    ("url", "words"),
+    [("http://127.0.0.1:99999", "has port 99999, outside 1-65535"), ("http://[::1", "not a valid")],
+)
+def test_a_base_url_that_cannot_be_used_is_a_connection_error_at_once(
+    url: str, words: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # httpx reported a port out of range as a bare ExceptionGroup from its connection pool.
+    async def detect_async() -> object:
+        async with AsyncClient(base_url=url, max_retries=3) as client:
+            return await client.inference.detect(body=[relevance_item()])
+
+    def detect_sync() -> object:
+        return Client(base_url=url, max_retries=3).inference.detect(body=[relevance_item()])
+
+    for call in (detect_sync, lambda: asyncio.run(detect_async())):
+        with caplog.at_level(logging.WARNING), pytest.raises(APIConnectionError) as caught:
+            call()
+        assert "could not send the request (check base_url)" in str(caught.value)
+        assert words in str(caught.value)
+    assert not [r for r in caplog.records if "retry" in r.getMessage()]
+
+
 @pytest.mark.parametrize("bad", ["url", "line break", "non-ASCII"])
 def test_a_request_that_cannot_be_sent_is_not_retried(
     bad: str, stub_server: StubServer, caplog: pytest.LogCaptureFixture

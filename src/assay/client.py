@@ -55,6 +55,7 @@ from assay.transport import (
     decoded_body,
     status_error,
     transport_error,
+    url_problem,
 )
 
 __all__ = [
@@ -263,6 +264,8 @@ class _ClientBase:
         """One call to the server, retried by the shared policy; its decoded JSON body."""
         assert self.base_url is not None
         http, url, headers = self._http_client(), self.base_url + path, self._headers()
+        if (problem := url_problem(url)) is not None:  # no retry can fix it
+            raise APIConnectionError(f"could not send the request (check base_url): {problem}")
 
         async def attempt() -> Any:
             try:

@@ -144,6 +144,19 @@ def status_error(response: httpx.Response) -> APIError:
     return error_class(message, status_code=code, body=body, retry_after=retry_after)
 
 
+def url_problem(url: str) -> str | None:
+    """What makes `url` unusable before any connection is tried (it does not parse, or its
+    port is out of range), or None. Caught here, since httpx reports a bad port only from deep
+    inside its connection pool, as an exception group."""
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL as error:
+        return f"{url!r} is not a valid URL ({error})"
+    if parsed.port is not None and not 0 < parsed.port < 65536:
+        return f"{url!r} has port {parsed.port}, outside 1-65535"
+    return None
+
+
 def transport_error(error: httpx.TransportError) -> APIError:
     if isinstance(error, httpx.TimeoutException):
         failure: APIError = APITimeoutError(f"request timed out: {error}")

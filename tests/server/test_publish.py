@@ -519,6 +519,8 @@ def test_a_key_that_may_not_publish_to_the_application_stops_the_run_before_scor
         (["--application-name", ""], "--application-name: is required with --publish"),
         (["--metric", "llm.ood_detection"], "--publish: publishes detector results"),
         (["--base-url", "ftp://x"], "--base-url: must be an http:// or https:// URL"),
+        (["--base-url", "http://127.0.0.1:99999"], "--base-url: 'http://127.0.0.1:99999' has port"),
+        (["--base-url", "http://[::1"], "--base-url: 'http://[::1' is not a valid URL"),
     ],
 )
 def test_bad_publish_flags_exit_2_before_scoring(

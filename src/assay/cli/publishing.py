@@ -23,7 +23,7 @@ from assay.schema import (
     RequestValidationError,
     check_name,
 )
-from assay.transport import status_error
+from assay.transport import status_error, url_problem
 
 #: How the publishing fields are named on the command line, for error messages.
 PUBLISH_OPTIONS = {
@@ -116,6 +116,8 @@ def build_publisher(
         )
     if not url.startswith(("http://", "https://")):
         raise RequestValidationError("base_url", f"must be an http:// or https:// URL, got {url!r}")
+    if (problem := url_problem(url)) is not None:
+        raise RequestValidationError("base_url", problem)
     names = (
         ("application_name", application_name, APPLICATION_NAME_PATTERN, APPLICATION_NAME_RULE),
         ("model_name", model_name, MODEL_NAME_PATTERN, MODEL_NAME_RULE),
