@@ -787,6 +787,10 @@ def test_remote_items_json_cannot_carry_are_refused_naming_the_field(
     assert caught.value.field == field
     assert words in str(caught.value)
     assert stub_server.requests == []
+    # In-process the same item is refused the same way (NaN and a set were scored there).
+    with Client() as local, pytest.raises(RequestValidationError) as caught:
+        local.inference.detect(body=[{**relevance_item(), **change}])
+    assert caught.value.field == field and words in str(caught.value)
 
 
 @pytest.mark.parametrize(

@@ -108,10 +108,10 @@ def _body_items(body: DetectBody) -> list[Any]:
 
 
 def _wire_items(items: list[Any]) -> list[Any]:
-    """The items as sent to a server. Text that cannot be encoded as UTF-8 (a lone surrogate)
-    is refused here, naming its field, as the server and the in-process path would; so is a
-    value JSON cannot carry (bytes, a set, NaN), which httpx would fail on with a bare
-    TypeError or ValueError."""
+    """The items as sent to a server (and as the in-process path reads them). Text that cannot
+    be encoded as UTF-8 (a lone surrogate) is refused here, naming its field, as the server
+    would; so is a value JSON cannot carry (bytes, a set, NaN), which httpx would fail on with
+    a bare TypeError or ValueError."""
     wire = [
         item.model_dump(mode="json", exclude_none=True)
         if isinstance(item, DetectRequestItem)
@@ -208,7 +208,8 @@ class _ClientBase:
         return headers
 
     async def _detect_in_process(self, items: list[Any]) -> DetectResponse:
-        parsed = parse_items(items)
+        # Checked as for a server, so that what one path refuses (NaN, a set) the other does.
+        parsed = parse_items(_wire_items(items))
         if not self._warned_about_publish and any(i.publish or i.async_mode for i in parsed):
             self._warned_about_publish = True
             logger.warning(
