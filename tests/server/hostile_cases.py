@@ -97,6 +97,11 @@ CASES = [
     Hostile("duplicate key in config", _DETECT, 400, "'explain' appears twice",
             body(item(config={"output_relevance": {"explain": True}})).replace(
                 b'"explain": true', b'"explain": true, "explain": false')),
+    # Pydantic's "a valid dictionary or instance of DetectorConfig" named a class, not JSON.
+    Hostile("detector options null", _DETECT, 422,
+            "[0].config.output_relevance: must be a JSON object",
+            body(item(config={"output_relevance": None}))),
+    Hostile("publish body a list", _DETECTIONS, 422, "body: must be a JSON object", b"[]"),
     Hostile("misspelt detector option", _DETECT, 422, "[0].config.output_relevance.explian",
             body(item(config={"output_relevance": {"explian": True}}))),
     Hostile("unknown detector option", _DETECT, 422, "[0].config.output_relevance.weight",

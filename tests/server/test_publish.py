@@ -336,7 +336,7 @@ def test_one_run_published_to_two_applications_or_models_is_stored_in_each(
             "/v1/applications/nightly/detections",
             one_result({"instructions_list": [], "score": "1"}),
             422,
-            "items[0].results.output_relevance.score: Input should be a valid number",
+            "items[0].results.output_relevance.score: must be a valid number",
         ),
         (
             # A misspelt key is named, not dropped in silence.
@@ -361,7 +361,7 @@ def test_one_run_published_to_two_applications_or_models_is_stored_in_each(
             "/v1/applications/nightly/detections",
             one_result({"error": True}),
             422,
-            "items[0].results.output_relevance.kind: Field required",
+            "items[0].results.output_relevance.kind: is required",
         ),
         (
             "/v1/applications/nightly/detections",
@@ -385,7 +385,7 @@ def test_one_run_published_to_two_applications_or_models_is_stored_in_each(
             "/v1/applications/nightly/detections",
             one_result({}),
             422,
-            "items[0].results.output_relevance.instructions_list: Field required",
+            "items[0].results.output_relevance.instructions_list: is required",
         ),
         (
             "/v1/applications/bad%20app/detections",

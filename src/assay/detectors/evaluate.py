@@ -85,6 +85,7 @@ _MESSAGES = {
     "bool_type": "must be true or false",
     "string_type": "must be a string",
     "dict_type": "must be a JSON object",
+    "model_type": "must be a JSON object",
     "list_type": "must be a list",
 }
 
@@ -103,6 +104,12 @@ def _message(kind: str, loc: tuple[Any, ...], pydantic_message: str) -> str:
         return f"unknown {what}; known {what}s: {', '.join(model.model_fields)}"
     if kind == "too_short" and loc == ("config",):
         return f"must name at least one detector ({', '.join(DETECTORS)})"
+    return plain_message(kind, pydantic_message)
+
+
+def plain_message(kind: str, pydantic_message: str) -> str:
+    """Pydantic's message for an error of type `kind`, in Assay's words ("must be a JSON
+    object", not "a valid dictionary or instance of DetectorConfig")."""
     if kind in _MESSAGES:
         return _MESSAGES[kind]
     return pydantic_message.removeprefix("Value error, ").replace("Input should be", "must be")

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from sqlalchemy.exc import IntegrityError
 
 from assay.detectors import DETECTORS
-from assay.detectors.evaluate import check_encodable, field_location
+from assay.detectors.evaluate import check_encodable, field_location, plain_message
 from assay.schema import (
     APPLICATION_NAME_PATTERN,
     APPLICATION_NAME_RULE,
@@ -103,7 +103,7 @@ def _parse(body: Any) -> PublishRequest:
     except ValidationError as error:
         first = _relevant_error(error, {(i, n): r for i, n, r in raw_results})
         where = field_location(None, first["loc"], RESULT_MODELS) or "body"
-        raise ServerError(422, f"{where}: {_message(first['msg'])}") from None
+        raise ServerError(422, f"{where}: {plain_message(first['type'], first['msg'])}") from None
     for index, item in enumerate(request.items):
         for name, result in item.results.items():
             if isinstance(result, DetectorResult):
@@ -159,10 +159,6 @@ def _relevant_error(error: ValidationError, results: dict[tuple[Any, Any], Any])
                 continue
         return found
     return error.errors()[0]
-
-
-def _message(text: str) -> str:
-    return text.removeprefix("Value error, ")
 
 
 @router.post(
