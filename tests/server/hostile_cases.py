@@ -7,6 +7,7 @@ something the README says it refuses. `test_hostile_input.py` runs them against 
 
 from __future__ import annotations
 
+import gzip
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -92,6 +93,10 @@ CASES = [
     Hostile("UTF-32 body", _DETECT, 400, "UTF-32", _VALID.encode("utf-32")),
     Hostile("charset other than utf-8", _DETECT, 415, "charset", _VALID.encode(),
             (("Content-Type", "application/json; charset=utf-16"), *AUTH.items())),
+    # A gzip body was read as text: "not valid UTF-8 JSON (it looks like UTF-16 or UTF-32)".
+    Hostile("gzip-compressed body", _DETECT, 415, "Content-Encoding gzip is not supported",
+            gzip.compress(_VALID.encode()),
+            (("Content-Type", "application/json"), ("Content-Encoding", "gzip"), *AUTH.items())),
     Hostile("duplicate key", _DETECT, 400, "appears twice",
             _VALID.replace('"user_query"', '"generated_text": "a", "user_query"', 1).encode()),
     Hostile("duplicate key in config", _DETECT, 400, "'explain' appears twice",

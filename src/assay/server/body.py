@@ -1,7 +1,8 @@
 """Reading a detect body: content type, size, time, JSON syntax, nesting and size limits.
 
 These checks run before the core's item validation (`parse_items`) so that hostile bodies are
-refused cheaply with the right status: 415 wrong content type or charset, 413 too big, 408 too
+refused cheaply with the right status: 415 wrong content type, charset or content encoding
+(compression), 413 too big, 408 too
 slow, 400 not acceptable JSON.
 
 What "JSON" means here is stricter than Python's `json` module: the body must be UTF-8 (the
@@ -56,6 +57,10 @@ async def read_json_body(request: Request, settings: ServerSettings) -> Any:
     charset = _charset(content_type or "")
     if charset not in (None, "utf-8", "utf8"):
         raise ServerError(415, f"Content-Type charset must be utf-8, got {charset}")
+    # A compressed body would otherwise be read as (broken) text and misdiagnosed.
+    encoding = request.headers.get("content-encoding", "identity").strip().lower()
+    if encoding not in ("", "identity"):
+        raise ServerError(415, f"Content-Encoding {encoding} is not supported; send the body plain")
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > settings.max_body_bytes:
         raise ServerError(413, _too_big(int(declared), settings))
