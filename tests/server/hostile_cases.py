@@ -155,6 +155,13 @@ CASES = [
     Hostile("until a Unix timestamp", _METRICS, 422, "until: '1700000000' is not a date",
             params=(("until", "1700000000"),)),
     Hostile("bucket unknown", _METRICS, 422, "bucket", params=(("bucket", "fortnight"),)),
+    # One of two values was dropped without a word; a backwards range matched nothing.
+    Hostile("a parameter given twice", _DETECTIONS, 422, "model: given more than once",
+            params=(("model", "a"), ("model", "b"))),
+    Hostile("limit given twice", _DETECTIONS, 422, "limit: given more than once",
+            params=(("limit", "1"), ("limit", "2"))),
+    Hostile("since after until", _METRICS, 422, "since: '2026-02-01' is after until",
+            params=(("since", "2026-02-01"), ("until", "2026-01-01"))),
     Hostile("application name with an encoded slash", "/v1/applications/team%2Fapp/detections",
             404, "Not Found"),
     Hostile("job id of 10,000 characters", "/v1/jobs/" + "j" * 10_000, 404, "not found"),

@@ -122,6 +122,9 @@ def test_publish_stores_and_read_endpoints_report_it(live_server: LiveServer) ->
         "/v1/applications/shop/detections", params={"detector": "completeness"}
     ).json()
     assert none["total"] == 0
+    # A filter left blank is not given, as in the dashboard's form (it matched no model).
+    blank = live_server.get("/v1/applications/shop/detections", params={"model": ""}).json()
+    assert blank["total"] == 2
     future = live_server.get(
         "/v1/applications/shop/detections", params={"since": "2999-01-01T00:00:00Z"}
     ).json()

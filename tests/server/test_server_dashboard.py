@@ -225,6 +225,10 @@ def test_filters_narrow_items_charts_and_counts(
     for query, said in (
         ("detecter=completeness", "detecter: unknown filter; the page takes model"),
         ("since=9999-12-31T23:59:59-01:00", "since: 9999-12-31T23:59:59-01:00 is outside years"),
+        # A repeated filter lost one value, and a backwards range showed nothing, without a word.
+        ("model=model-a&model=model-b", "model: given more than once"),
+        ("min_score=0.9&max_score=0.1", "min_score: 0.9 is above max_score (0.1)"),
+        ("since=2026-03-02&until=2026-03-01", "since: &#39;2026-03-02&#39; is after until"),
     ):
         answer = httpx.get(f"{live_server.url}/applications/shop?{query}", auth=("assay", API_KEY))
         assert answer.status_code == 422 and said in answer.text, answer.text

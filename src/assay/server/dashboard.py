@@ -23,7 +23,7 @@ from assay.detectors import DETECTORS
 from assay.server.auth import require_key
 from assay.server.charts import TrendPoint, failure_bar, histogram, trend
 from assay.server.errors import ServerError
-from assay.server.read import parse_moment, read_application
+from assay.server.read import read_application, refuse_repeats, time_range
 from assay.store.detections import applications, model_names
 from assay.store.views import (
     DetectionFilter,
@@ -100,15 +100,19 @@ def parse_filter(name: str, params: dict[str, str]) -> tuple[DetectionFilter, in
         raise ServerError(422, f"page: {given['page']!r} is not a whole number") from None
     if page < 1:
         raise ServerError(422, "page: must be 1 or more")
+    since, until = time_range(given.get("since"), given.get("until"))
     view = DetectionFilter(
         application=name,
         model=given.get("model"),
         detector=detector,
         min_score=_score_bound(given["min_score"], "min_score") if "min_score" in given else None,
         max_score=_score_bound(given["max_score"], "max_score") if "max_score" in given else None,
-        since=parse_moment(given.get("since"), "since"),
-        until=parse_moment(given.get("until"), "until"),
+        since=since,
+        until=until,
     )
+    low, high = view.min_score, view.max_score
+    if low is not None and high is not None and low > high:  # nothing could match
+        raise ServerError(422, f"min_score: {low:g} is above max_score ({high:g})")
     return view, page
 
 
@@ -199,6 +203,7 @@ async def application_page(name: str, request: Request) -> HTMLResponse:
     access = require_key(request, browser=True)
     params = dict(request.query_params)
     try:
+        refuse_repeats(request)
         view, page = parse_filter(name, params)
     except ServerError as error:
         # A page, not the API's JSON: this is what a browser shows after a mistyped filter.

@@ -37,6 +37,31 @@ def _known_parameters_only(request: Request) -> None:
     if unknown:
         takes = f"it takes {', '.join(sorted(known))}" if known else "it takes none"
         raise ServerError(422, f"{unknown[0]}: unknown query parameter; {takes}")
+    refuse_repeats(request)
+
+
+def refuse_repeats(request: Request) -> None:
+    """422 for a query parameter given twice (`?model=a&model=b`): one of the values would be
+    dropped without a word."""
+    repeated = sorted(
+        k for k in set(request.query_params) if len(request.query_params.getlist(k)) > 1
+    )
+    if repeated:
+        raise ServerError(422, f"{repeated[0]}: given more than once; give it once")
+
+
+def blank_as_none(value: str | None) -> str | None:
+    """A filter left blank (`?model=`) is not given, as in the dashboard's form."""
+    return value.strip() or None if value is not None else None
+
+
+def time_range(since: str | None, until: str | None) -> tuple[datetime | None, datetime | None]:
+    """The `since` and `until` filters as naive UTC; 422 when since comes after until (nothing
+    could match: the caller has them the wrong way round)."""
+    start, end = parse_moment(since, "since"), parse_moment(until, "until")
+    if start is not None and end is not None and start > end:
+        raise ServerError(422, f"since: {since!r} is after until ({until!r})")
+    return start, end
 
 
 router = APIRouter(dependencies=[Depends(_known_parameters_only)])
@@ -160,8 +185,9 @@ async def list_detections(
 ) -> dict[str, Any]:
     """One page of an application's detections, newest first."""
     access = require_key(request)
+    detector, model = blank_as_none(detector), blank_as_none(model)
     _check_detector(detector)
-    start, end = parse_moment(since, "since"), parse_moment(until, "until")
+    start, end = time_range(since, until)
 
     def query(session: Session) -> dict[str, Any]:
         total, page = detections_page(
@@ -199,8 +225,9 @@ async def application_metrics(
 ) -> dict[str, Any]:
     """Per detector, the mean score in each time bucket (UTC) that has detections."""
     access = require_key(request)
+    detector, model = blank_as_none(detector), blank_as_none(model)
     _check_detector(detector)
-    start, end = parse_moment(since, "since"), parse_moment(until, "until")
+    start, end = time_range(since, until)
 
     def query(session: Session) -> dict[str, Any]:
         series = score_series(
