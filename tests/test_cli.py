@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from assay.cli import app
+from assay.command import EXIT_INTERRUPTED
 from assay.schema import MAX_TEXT_CHARS
+from conftest import start_interruptible
 from published_instructions import COMPLETENESS, OUTPUT_RELEVANCE
 
 runner = CliRunner()
@@ -390,3 +395,19 @@ def test_slow_progress_is_shown_in_seconds_per_row() -> None:
     assert _rate_text(12.34) == "12.3 rows/s"
     assert _rate_text(0.09) == "11.1 s/row"  # an OOD run against a slow system: not "0.0 rows/s"
     assert _rate_text(None) == "– rows/s"
+
+
+@pytest.mark.parametrize("delay", [0.2, 0.6, 1.0])
+def test_ctrl_c_while_the_command_starts_ends_without_a_traceback(delay: float) -> None:
+    # `assay.cli` takes about a second to import; a Ctrl-C then printed a Python traceback.
+    process = start_interruptible(
+        [str(Path(sys.executable).with_name("assay")), "detectors"], dict(os.environ)
+    )
+    time.sleep(delay)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    assert "Traceback" not in stderr, stderr
+    # 130 once the command's Ctrl-C handling is in place; 0 if it had already finished.
+    assert process.returncode in (EXIT_INTERRUPTED, 0), (process.returncode, stderr)
+    if process.returncode == EXIT_INTERRUPTED:
+        assert stderr.strip().endswith("interrupted")
