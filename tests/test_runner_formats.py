@@ -187,18 +187,24 @@ def test_column_map_reads_differently_named_columns(tmp_path: Path) -> None:
 
 def test_a_bad_csv_row_keeps_its_id_and_carried_columns(tmp_path: Path) -> None:
     data = tmp_path / "rows.csv"
+    # A config cell naming a key twice is refused as a JSONL row's or a server body's is (the
+    # last copy was kept in silence).
+    twice = '"{""output_relevance"": {""explain"": true, ""explain"": false}}"'
     data.write_text(
         "id,team,user_query,generated_text,config\n"
         'a,red,Returns?,Returns are accepted within 30 days.,"{not json}"\n'
         "b,blue,Refunds?,Refunds take five days.,,extra cell\n"
-        "c,green,Shipping?,Shipping is free.,\n",
+        "c,green,Shipping?,Shipping is free.,\n"
+        f"d,pink,Fees?,There are no fees.,{twice}\n",
         encoding="utf-8",
     )
     out = tmp_path / "out.jsonl"
     run_file(data, out, detectors=["output_relevance"])
-    bad_config, extra_cell, good = iter_output_lines(out)
+    bad_config, extra_cell, good, repeated = iter_output_lines(out)
     assert (bad_config["id"], bad_config["team"]) == ("a", "red")
     assert bad_config["error"]["field"] == "config"
+    assert repeated["error"]["field"] == "config"
+    assert repeated["error"]["message"] == "the key 'explain' appears more than once"
     assert (extra_cell["id"], extra_cell["team"]) == ("b", "blue")
     assert "more cells than the header" in extra_cell["error"]["message"]
     assert "error" not in good

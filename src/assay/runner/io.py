@@ -204,7 +204,9 @@ def _csv_fields(record: dict[str | Any, str | Any]) -> dict[str, Any] | Exceptio
             fields[name] = _csv_context(cell)
         elif name == "config":
             try:
-                fields[name] = json.loads(cell)
+                fields[name] = json.loads(cell, object_pairs_hook=_unique_keys)
+            except RepeatedKeyError as error:  # as a JSONL row's or a server body's
+                problems.append(("config", str(error)))
             except json.JSONDecodeError as error:
                 problems.append(("config", f"is not valid JSON: {error.msg}"))
         else:
