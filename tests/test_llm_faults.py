@@ -332,3 +332,65 @@ async def test_a_base_url_where_nothing_answers_is_named_as_such(stub_server: St
     assert result["error"] is True and result["kind"] == "transport"
     assert "has no chat completions route (HTTP 404 for every request" in result["message"]
     assert "base_url (ASSAY_LLM_BASE_URL or --llm base_url=...)" in result["message"]
+
+
+async def test_a_model_the_endpoint_does_not_serve_is_named_not_the_base_url(
+    stub_server: StubServer,
+) -> None:
+    # OpenAI, vLLM and Ollama answer an unknown model with a 404; it sent the user to fix a
+    # base URL that was right.
+    use_judge(stub_server)
+    missing = {
+        "error": {"message": "The model `stub-model` does not exist", "code": "model_not_found"}
+    }
+    stub_server.probe = lambda body: CannedResponse(404, missing)
+    stub_server.reply(CannedResponse(404, missing))
+    result = await relevance()
+    assert result["error"] is True and result["kind"] == "transport"
+    assert "does not serve the model 'stub-model'" in result["message"]
+    assert "ASSAY_LLM_MODEL (or --llm model=...)" in result["message"]
+    assert "chat completions route" not in result["message"]
+
+
+@pytest.mark.parametrize(
+    ("answer", "words"),
+    [
+        (CannedResponse(401, {"error": {"message": "Incorrect API key"}}), "ASSAY_LLM_API_KEY"),
+        (CannedResponse(403, {"error": {"message": "No access"}}), "refused access"),
+        (CannedResponse(200, {"object": "not a completion"}), "is base_url"),
+    ],
+)
+def test_an_endpoint_that_refuses_the_key_or_is_no_api_fails_every_row_after_one_probe(
+    stub_server: StubServer, answer: CannedResponse, words: str
+) -> None:
+    # A wrong key (or an HTML page answering 200) was probed again by every row: a run of
+    # 10,000 rows sent 20,000 refused requests.
+    use_judge(stub_server)
+    stub_server.probe = lambda body: answer
+    stub_server.reply(answer)
+    items = parse_items([item(text=text) for text in ("Boil them.", "Another.", "A third.")])
+
+    results = run_sync(detect_items(items))
+
+    messages = [r["output_relevance"]["message"] for r in results]
+    assert all(r["output_relevance"]["kind"] == "transport" for r in results)
+    assert all(words in m for m in messages), messages
+    assert len(stub_server.probes) == 1 and stub_server.requests == []
+
+
+def test_a_probe_that_times_out_stands_for_the_rows_queued_behind_it(
+    stub_server: StubServer,
+) -> None:
+    # An endpoint that takes connections but never answers: each row queued behind the probe
+    # probed again and waited out its own timeout (five minutes a batch with the defaults).
+    release = threading.Event()
+    use_judge(stub_server, call_timeout=0.3, max_attempts=1, concurrency=1)
+    stub_server.probe = lambda body: CannedResponse(200, probe_answer(), hold=release)
+    items = parse_items([item(text=text) for text in ("Boil them.", "Another.", "A third.")])
+    try:
+        results = run_sync(detect_items(items))
+    finally:
+        release.set()
+    kinds = [r["output_relevance"]["kind"] for r in results]
+    assert kinds == ["timeout"] * 3
+    assert len(stub_server.probes) == 1 and stub_server.requests == []

@@ -174,6 +174,11 @@ class Unreachable(JudgeFailure):
     error or a timeout, nothing there is about to answer."""
 
 
+class NotAllowed(JudgeFailure):
+    """The endpoint refused the API key (HTTP 401) or its access (403): every call will be
+    refused the same way until the setting changes."""
+
+
 def _final_failure(error: Exception, call_timeout: float) -> JudgeFailure:
     """The JudgeFailure for an error that is not (or no longer) retried (call_timeout: the
     setting a timed-out call ran out of, named in its message)."""
@@ -181,6 +186,13 @@ def _final_failure(error: Exception, call_timeout: float) -> JudgeFailure:
         detail = _error_detail(error)
         if error.status_code in (400, 404, 422) or refused_request(error):
             return RequestRejected(error.status_code, detail, error.code)
+        if error.status_code in (401, 403):
+            what = "refused the API key" if error.status_code == 401 else "refused access"
+            return NotAllowed(
+                TRANSPORT,
+                f"HTTP {error.status_code}: {detail}: the LLM endpoint {what}; check "
+                "ASSAY_LLM_API_KEY (or --llm api_key=...) and that the key may use the model",
+            )
         return JudgeFailure(TRANSPORT, f"HTTP {error.status_code}: {detail}")
     if isinstance(error, openai.APITimeoutError):
         return JudgeFailure(

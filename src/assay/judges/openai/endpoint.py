@@ -39,8 +39,10 @@ from assay.judges.cache import CallCache, cache_key
 from assay.judges.openai.calls import (
     BAD_OUTPUT,
     CONTENT_FILTERED,
+    TIMEOUT,
     TRANSPORT,
     Completion,
+    NotAllowed,
     RequestRejected,
     Unreachable,
     call_with_retries,
@@ -68,6 +70,10 @@ AUTO_MODES = ("json_schema", "json_object", "none")
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.MULTILINE)
 
 
+#: A 404 that is about the model, not the path (OpenAI, vLLM, Ollama word it so).
+_MODEL_NOT_FOUND = re.compile(
+    r"model_not_found|model\b.{0,200}\b(?:not found|does not exist|not exist)", re.IGNORECASE
+)
 #: How long a probe that could not reach the endpoint stands for every call: a dead endpoint
 #: fails a run's rows at once instead of each row waiting through the probe's retries again.
 REPROBE_AFTER_SECONDS = 30.0
@@ -130,11 +136,13 @@ class LLMEndpoint:
         self.cache = cache
         # Learned by the probe before the first call, then kept for every later call.
         self.found: Capabilities | None = None
-        # Set when the endpoint refused every form of the probe: it cannot serve any row.
+        # Set when the endpoint refused every form of the probe, refused the API key (401/403)
+        # or answered it with no chat completion: it cannot serve any row.
         self._refused: JudgeFailure | None = None
-        # (until when, why): a probe that could not connect at all, even with its retries; calls
-        # until then fail at once instead of each probing a dead endpoint again. (An endpoint
-        # that answers with errors, a 503 while it loads, is probed again by the next call.)
+        # (until when, why): a probe that could not connect at all, or got no answer in time,
+        # even with its retries; calls until then fail at once instead of each probing a dead
+        # endpoint again. (An endpoint that answers with errors, a 503 while it loads, is
+        # probed again by the next call.)
         self._unreachable: tuple[float, JudgeFailure] | None = None
         # Semaphores, locks and HTTP clients belong to one event loop; sync callers may use
         # several.
@@ -184,9 +192,10 @@ class LLMEndpoint:
             `probe_calls`.
         deadline: `time.monotonic()` value after which no probe attempt starts.
 
-        Raises JudgeFailure when the probe could not be made (the endpoint is down, times out):
-        nothing is learned then, and the next call probes again; but when no connection could
-        be made at all, calls in the next `REPROBE_AFTER_SECONDS` get that failure at once.
+        Raises JudgeFailure when the probe could not be made: nothing is learned then, and the
+        next call probes again; but when no connection could be made at all or the probe got no
+        answer in time, calls in the next `REPROBE_AFTER_SECONDS` get that failure at once, and
+        a refused key or an answer that is no chat completion fails every later call.
         """
         if self.found is not None:
             return self.found
@@ -200,8 +209,23 @@ class LLMEndpoint:
                 try:
                     async with self.connected() as client:
                         self.found = await self._probe(client, row, deadline)
-                except Unreachable as failure:
-                    self._unreachable = (time.monotonic() + REPROBE_AFTER_SECONDS, failure)
+                except NotAllowed as failure:  # a wrong key stays wrong: no row calls again
+                    self._refused = failure
+                    raise
+                except JudgeFailure as failure:
+                    # Nothing to connect to, or nothing that answers in time: the rows queued
+                    # behind this probe fail at once instead of each waiting out its own.
+                    if isinstance(failure, Unreachable) or failure.kind == TIMEOUT:
+                        self._unreachable = (time.monotonic() + REPROBE_AFTER_SECONDS, failure)
+                    if failure.kind == BAD_OUTPUT:  # a 200 that is no chat completion
+                        self._refused = JudgeFailure(
+                            TRANSPORT,
+                            f"the LLM endpoint {base_url(self.settings)} answered the capability "
+                            f"probe with no chat completion ({failure.message}): is base_url "
+                            "(ASSAY_LLM_BASE_URL or --llm base_url=...) an OpenAI-compatible "
+                            "API root, e.g. http://127.0.0.1:8080/v1?",
+                        )
+                        raise self._refused from None
                     raise
                 if self.cache is not None:
                     self.cache.put(record_key(self.settings), self.found.to_json())
@@ -333,7 +357,13 @@ class LLMEndpoint:
                 self._log(found)
                 return found
         where = base_url(self.settings)
-        if statuses == {404}:  # no form was refused: nothing answers at this path
+        if statuses == {404} and _MODEL_NOT_FOUND.search(last):
+            message = (
+                f"the LLM endpoint {where} does not serve the model {self.settings.model!r} "
+                f"(HTTP 404: {last}): set ASSAY_LLM_MODEL (or --llm model=...) to a model it "
+                "serves (GET /models lists them)"
+            )
+        elif statuses == {404}:  # no form was refused: nothing answers at this path
             message = (
                 f"the LLM endpoint {where} has no chat completions route (HTTP 404 for every "
                 f"request; {last}): base_url (ASSAY_LLM_BASE_URL or --llm base_url=...) must be "
