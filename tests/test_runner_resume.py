@@ -19,7 +19,12 @@ import pytest
 from assay.judges import Judge, Question, Verdict, register_judge
 from assay.runner import RunOptions, iter_output_lines, run_file
 from assay.runner.checkpoint import checkpoint_path_for
-from assay.runner.local import RunControl, finished_fingerprint, run_fingerprint
+from assay.runner.local import (
+    RunControl,
+    finished_fingerprint,
+    run_fingerprint,
+    summary_path_for,
+)
 from assay.runner.retry import retry_failed_async
 from assay.runner.rows import DetectorScorer
 from assay.schema import JudgeFailure, RequestValidationError
@@ -366,6 +371,32 @@ def test_an_interrupted_run_says_so_and_resumes(tmp_path: Path, how: signal.Sign
     assert rerun.returncode == 0, rerun.stderr
     assert f"resuming from row {written + 1}" in " ".join(rerun.stderr.split())
     assert [line["row"] for line in iter_output_lines(out)] == list(range(1, 201))
+
+
+def test_an_interrupted_rerun_leaves_no_summary_or_junit_of_the_run_before(tmp_path: Path) -> None:
+    # The last run's summary and passing JUnit file stayed beside rows they did not describe: a
+    # CI step publishing JUnit "always" reported a pass for a cancelled run.
+    out, junit = tmp_path / "out.jsonl", tmp_path / "junit.xml"
+    small = write_jsonl(tmp_path / "small.jsonl", make_rows(5))
+    first = [*WITH_TEST_JUDGES, "run", str(small), "--out", str(out), "--junit", str(junit)]
+    assert subprocess.run(first, capture_output=True, timeout=600).returncode == 0
+    assert summary_path_for(out).exists() and junit.exists()
+    data = write_jsonl(tmp_path / "rows.jsonl", make_rows(200))
+    command = [*WITH_TEST_JUDGES, "run", str(data), "--out", str(out), "--judge", "slow"]
+    command += ["--junit", str(junit), "--overwrite", "--batch-size", "4"]
+    command += ["--stream-batch-size", "8"]
+    env = {**os.environ, "ASSAY_TEST_JUDGE_DELAY": "0.05"}
+    process = start_interruptible(command, env)
+    try:
+        wait_for_progress(checkpoint_path_for(out), process, rows=8)
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == 130, stderr
+    assert not summary_path_for(out).exists()
+    assert not junit.exists()
+    assert checkpoint_path_for(out).exists()  # the run resumes from it
 
 
 @pytest.fixture

@@ -306,6 +306,8 @@ def run_command(
             print_plan(llm_judge_settings(), *plan_rows(file, scorer), as_json=as_json)
             return
         total = count_rows(file)
+        if junit is not None:  # a stale file would pass a CI step for a run that stopped
+            junit.unlink(missing_ok=True)
         control = RunControl(
             overwrite=overwrite or restart,
             keep_finished=True,

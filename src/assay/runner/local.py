@@ -393,6 +393,9 @@ async def drive_run(
         # Saved before the output is opened: a run killed in between leaves a checkpoint to resume,
         # never an output file that looks finished.
         save_checkpoint(checkpoint_path, checkpoint)
+        # The last run's summary describes an output this run is replacing: an interrupted run
+        # must not leave it beside rows it does not describe (the checkpoint marks the output).
+        summary_path_for(output_path).unlink(missing_ok=True)
         if not checkpoint.finished:
             await _write_output(
                 input_path, output_path, scorer, options, batches, control, checkpoint
