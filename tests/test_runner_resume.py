@@ -71,6 +71,24 @@ def wait_for_progress(checkpoint: Path, process: subprocess.Popen[bytes], rows: 
     pytest.fail("run made no progress")
 
 
+def interrupt_part_way(
+    command: Sequence[str],
+    env: dict[str, str],
+    checkpoint: Path,
+    rows: int,
+    how: int = signal.SIGINT,
+) -> tuple[int, str]:
+    """Start `command`, send `how` once `rows` rows are durable; its exit code and stderr."""
+    process = start_interruptible(command, env)
+    try:
+        wait_for_progress(checkpoint, process, rows)
+        process.send_signal(how)
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    return process.returncode, stderr
+
+
 def kill_part_way(command: list[str], checkpoint: Path, rows: int) -> None:
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -352,14 +370,8 @@ def test_an_interrupted_run_says_so_and_resumes(tmp_path: Path, how: signal.Sign
     command = [*WITH_TEST_JUDGES, "run", str(data), "--out", str(out), "--judge", "slow"]
     command += ["--batch-size", "4", "--stream-batch-size", "8"]
     env = {**os.environ, "ASSAY_TEST_JUDGE_DELAY": "0.05"}
-    process = start_interruptible(command, env)
-    try:
-        wait_for_progress(checkpoint_path_for(out), process, rows=8)
-        process.send_signal(how)
-        _, stderr = process.communicate(timeout=60)
-    finally:
-        process.kill()
-    assert process.returncode == 130, stderr
+    code, stderr = interrupt_part_way(command, env, checkpoint_path_for(out), 8, how)
+    assert code == 130, stderr
     said = " ".join(stderr.split())
     kept = re.search(r"interrupted after \d+ of 200 rows were scored; (\d+) of them are kept", said)
     assert kept, stderr
@@ -386,14 +398,8 @@ def test_an_interrupted_rerun_leaves_no_summary_or_junit_of_the_run_before(tmp_p
     command += ["--junit", str(junit), "--overwrite", "--batch-size", "4"]
     command += ["--stream-batch-size", "8"]
     env = {**os.environ, "ASSAY_TEST_JUDGE_DELAY": "0.05"}
-    process = start_interruptible(command, env)
-    try:
-        wait_for_progress(checkpoint_path_for(out), process, rows=8)
-        process.send_signal(signal.SIGINT)
-        _, stderr = process.communicate(timeout=60)
-    finally:
-        process.kill()
-    assert process.returncode == 130, stderr
+    code, stderr = interrupt_part_way(command, env, checkpoint_path_for(out), 8)
+    assert code == 130, stderr
     assert not summary_path_for(out).exists()
     assert not junit.exists()
     assert checkpoint_path_for(out).exists()  # the run resumes from it

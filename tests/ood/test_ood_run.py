@@ -9,7 +9,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -30,8 +29,7 @@ from ood_cli import assay, offline_env
 
 from assay.runner import iter_output_lines
 from assay.runner.checkpoint import checkpoint_path_for
-from conftest import start_interruptible
-from test_runner_resume import wait_for_progress
+from test_runner_resume import interrupt_part_way
 
 
 @pytest.fixture
@@ -304,14 +302,8 @@ def test_an_interrupted_metric_run_keeps_the_rows_it_finished(
     config = write_config(tmp_path / "cfg.yaml", chatbot)
     command = [sys.executable, "-m", "assay.cli", "run", str(data), "--metric", "llm.ood_detection"]
     command += ["--config", str(config), "--out", str(out), "--batch-size", "1"]
-    process = start_interruptible(command, offline_env())
-    try:
-        wait_for_progress(checkpoint_path_for(out), process, rows=1)
-        process.send_signal(signal.SIGINT)
-        _, stderr = process.communicate(timeout=120)
-    finally:
-        process.kill()
-    assert process.returncode == 130, stderr
+    code, stderr = interrupt_part_way(command, offline_env(), checkpoint_path_for(out), 1)
+    assert code == 130, stderr
     kept = re.search(r"(\d+) of them are kept", " ".join(stderr.split()))
     assert kept and int(kept.group(1)) >= 1, stderr
     assert len(list(iter_output_lines(out))) == int(kept.group(1))
