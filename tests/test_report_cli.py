@@ -237,6 +237,8 @@ def test_a_missing_or_unreadable_output_is_a_clear_error(tmp_path: Path) -> None
     assert missing.stderr.startswith("error: OUTPUT:") and "does not exist" in missing.stderr
     assert unreadable.returncode == 2
     assert "line 2 of" in unreadable.stderr and "not valid JSON" in unreadable.stderr
+    # Where on the line, as `assay run` says it (the message stopped at "starting at").
+    assert "Expecting property name enclosed in double quotes at column 2" in unreadable.stderr
     assert not (tmp_path / "broken.report.html").exists()
 
 

@@ -129,7 +129,9 @@ def iter_output_lines(path: Path) -> Iterator[dict[str, Any]]:
                 value = json.loads(text)
             except json.JSONDecodeError as error:
                 raise RequestValidationError(
-                    "OUTPUT", f"line {number} of {path} is not valid JSON: {error.msg}"
+                    "OUTPUT",
+                    f"line {number} of {path} is not valid JSON: {error.msg} at column "
+                    f"{error.colno}",
                 ) from None
             yield checked_line(value, f"line {number} of {path}")
 
