@@ -407,7 +407,8 @@ def test_ctrl_c_while_the_command_starts_ends_without_a_traceback(delay: float) 
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=60)
     assert "Traceback" not in stderr, stderr
-    # 130 once the command's Ctrl-C handling is in place; 0 if it had already finished.
-    assert process.returncode in (EXIT_INTERRUPTED, 0), (process.returncode, stderr)
+    # 130 once the command's Ctrl-C handling is in place; 0 if it had already finished; the
+    # signal itself if it came while Python was exiting (its handlers are gone by then).
+    assert process.returncode in (EXIT_INTERRUPTED, 0, -signal.SIGINT), (process.returncode, stderr)
     if process.returncode == EXIT_INTERRUPTED:
         assert stderr.strip().endswith("interrupted")

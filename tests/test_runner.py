@@ -154,15 +154,20 @@ def test_bad_rows_are_reported_in_place_and_the_rest_are_scored(tmp_path: Path) 
             {"id": "bad-detector", **VPN, "config": {"toxicity": {}}},
             "[1, 2, 3]",
             {"id": "ok-2", **VPN},
+            # A query that is no text: named (it read "no detector applies"), in both places.
+            {"id": "number-query", "user_query": 5, "generated_text": "Five."},
+            {"id": "number-context", **VPN, "context": [1, 2]},
         ],
     )
 
     summary = run_file(data, batch_size=3)
 
     lines = read_lines(tmp_path / "rows.scored.jsonl")
-    assert [line["row"] for line in lines] == [1, 2, 3, 4, 5, 6, 7]
+    assert [line["row"] for line in lines] == [1, 2, 3, 4, 5, 6, 7, 8, 9]
     errors = {line["row"]: line["error"] for line in lines if "error" in line}
-    assert set(errors) == {2, 3, 4, 5, 6}
+    assert set(errors) == {2, 3, 4, 5, 6, 8, 9}
+    assert (errors[8]["field"], errors[8]["message"]) == ("user_query", "must be a string")
+    assert errors[9]["field"].startswith("context")
     assert errors[2]["field"] == "row" and "line 2" in errors[2]["message"]
     assert "JSON" in errors[2]["message"]
     assert errors[3] == {
@@ -170,7 +175,7 @@ def test_bad_rows_are_reported_in_place_and_the_rest_are_scored(tmp_path: Path) 
         "kind": "invalid_row",
         "message": "is required",
     }
-    assert summary.failures_by_kind == {"invalid_row": 5}
+    assert summary.failures_by_kind == {"invalid_row": 7}
     assert errors[4]["field"] == "generated_text"
     assert errors[5]["field"] == "config.toxicity"
     assert "unknown detector" in errors[5]["message"]
@@ -179,8 +184,8 @@ def test_bad_rows_are_reported_in_place_and_the_rest_are_scored(tmp_path: Path) 
     for scored in (lines[0], lines[6]):
         assert 0.0 <= scored["output_relevance"]["score"] <= 1.0
         assert 0.0 <= scored["completeness"]["score"] <= 1.0
-    assert summary.rows == 7 and summary.rows_failed == 5
-    assert [failure["row"] for failure in summary.failures] == [2, 3, 4, 5, 6]
+    assert summary.rows == 9 and summary.rows_failed == 7
+    assert [failure["row"] for failure in summary.failures] == [2, 3, 4, 5, 6, 8, 9]
 
 
 def test_summary_numbers_match_the_output_lines(tmp_path: Path) -> None:

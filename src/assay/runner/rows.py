@@ -42,12 +42,23 @@ def _given(value: Any) -> bool:
     return False
 
 
+def _supplied(value: Any) -> bool:
+    """Given, or given as something other than text (a number, an object): the detector is then
+    asked for, so that validation names the field's type instead of "no detector applies"."""
+    if value is None or isinstance(value, str | list):
+        return _given(value) or (
+            isinstance(value, list) and not all(isinstance(v, str) for v in value)
+        )
+    return True
+
+
 def applicable_detectors(fields: Mapping[str, Any]) -> list[str]:
-    """Names of the detectors whose required inputs are all present and non-blank in `fields`."""
+    """Names of the detectors whose required inputs are all supplied in `fields` (non-blank, or
+    of a type validation will refuse by name)."""
     return [
         name
         for name, detector in DETECTORS.items()
-        if all(_given(fields.get(required)) for required in detector.required_inputs)
+        if all(_supplied(fields.get(required)) for required in detector.required_inputs)
     ]
 
 
