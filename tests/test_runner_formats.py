@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from assay.runner import iter_output_lines, read_rows, run_file
+from assay.runner.rows import DetectorScorer
 
 HERE = Path(__file__).resolve().parent
 WITH_TEST_JUDGES = [sys.executable, str(HERE / "assay_with_test_judges.py")]
@@ -208,6 +209,26 @@ def test_a_bad_csv_row_keeps_its_id_and_carried_columns(tmp_path: Path) -> None:
     assert (extra_cell["id"], extra_cell["team"]) == ("b", "blue")
     assert "more cells than the header" in extra_cell["error"]["message"]
     assert "error" not in good
+
+
+def test_a_csv_row_that_is_not_utf8_keeps_its_mapped_id(tmp_path: Path) -> None:
+    # The mapping skipped such a row: its line had "qid", not "id", and JUnit named it "row 3".
+    data = tmp_path / "rows.csv"
+    data.write_bytes(
+        b"qid,question,answer\n1,Who wrote Hamlet?,Shakespeare wrote it.\n3,Caf\xe9?,Yes\n"
+    )
+    out = tmp_path / "out.jsonl"
+    mapping = (("id", "qid"), ("user_query", "question"), ("generated_text", "answer"))
+    scorer = DetectorScorer(detectors=("output_relevance",), column_map=mapping)
+    run_file(data, out, scorer=scorer)
+    good, bad = iter_output_lines(out)
+    assert good["id"] == "1" and "error" not in good
+    assert bad["id"] == "3" and "qid" not in bad and "question" not in bad
+    assert bad["error"] == {
+        "field": "question",  # the file's column, where the bad bytes are
+        "kind": "invalid_row",
+        "message": "is not valid UTF-8 text",
+    }
 
 
 def test_a_csv_header_naming_a_column_twice_stops_the_run(tmp_path: Path) -> None:

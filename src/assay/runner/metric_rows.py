@@ -166,7 +166,11 @@ class MetricScorer:
         valid: list[tuple[int, dict[str, Any]]] = []
         for row, fields in rows:
             if isinstance(fields, Exception):
-                kept = fields.fields if isinstance(fields, UnreadableRow) else None
+                kept = (
+                    apply_column_map(fields.fields, column_map)
+                    if isinstance(fields, UnreadableRow)
+                    else None
+                )
                 message = fields.message if isinstance(fields, RequestValidationError) else None
                 lines[row] = self.failure_line(row, kept, INVALID_ROW, message or str(fields))
                 continue

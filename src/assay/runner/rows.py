@@ -304,7 +304,11 @@ class DetectorScorer:
     def prepare(self, row: Row) -> PendingRow:
         """One read row as a validated request item (columns mapped), or why it is rejected."""
         number, fields = row
-        if not isinstance(fields, Exception):
+        if isinstance(fields, UnreadableRow):  # its error line keeps the mapped id and columns
+            fields = UnreadableRow(
+                fields.field, fields.message, apply_column_map(fields.fields, dict(self.column_map))
+            )
+        elif not isinstance(fields, Exception):
             fields = apply_column_map(fields, dict(self.column_map))
         return prepare_row(number, fields, self.detectors, self.explain)
 
