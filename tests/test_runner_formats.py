@@ -143,12 +143,17 @@ def test_parquet_output_gives_each_passed_through_column_its_own_column(
 
 
 def test_parquet_nulls_are_fields_not_given(tmp_path: Path) -> None:
-    rows = [dict(ROWS[0]), {**ROWS[1], "context": None}]
+    rows = [{**ROWS[0], "note": "first"}, {**ROWS[1], "context": None, "note": None}]
     data = write_dataset(tmp_path / "rows.parquet", rows)
     assert "context" not in dict(read_rows(data))[2]  # type: ignore[arg-type]
     run_file(data, tmp_path / "out.jsonl")
     second = list(iter_output_lines(tmp_path / "out.jsonl"))[1]
     assert "output_relevance" in second and "completeness" not in second
+    # A carried column keeps its null, as from JSONL (it was dropped from Parquet only).
+    assert second["note"] is None
+    from_jsonl = tmp_path / "from_jsonl.jsonl"
+    run_file(write_dataset(tmp_path / "rows.jsonl", rows), from_jsonl)
+    assert list(iter_output_lines(from_jsonl))[1]["note"] is None
 
 
 def test_column_map_reads_differently_named_columns(tmp_path: Path) -> None:

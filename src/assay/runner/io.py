@@ -153,6 +153,9 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return found
 
 
+#: The fields a request item reads (`runner.rows.REQUEST_FIELDS`; that module imports this one).
+_REQUEST_FIELDS = frozenset({"user_query", "context", "generated_text", "config"})
+
 #: Python's csv module refuses a cell over 131,072 characters and ends the whole run; cells are
 #: held to the request limits per row instead (a too-long text rejects its row, named).
 csv.field_size_limit(2**31 - 1)
@@ -264,8 +267,16 @@ def _read_parquet(path: Path) -> Iterator[Row]:
     for batch in parquet.iter_batches(batch_size=_PARQUET_BATCH_ROWS):
         for record in batch.to_pylist():
             row += 1
-            # Parquet nulls mean "not given", as empty CSV cells do.
-            yield row, {name: value for name, value in record.items() if value is not None}
+            # A null request field means "not given", as an empty CSV cell does; any other
+            # column keeps its null, as a JSONL row's does, so the output carries it alike.
+            yield (
+                row,
+                {
+                    name: value
+                    for name, value in record.items()
+                    if value is not None or name not in _REQUEST_FIELDS
+                },
+            )
 
 
 def input_columns(path: Path) -> set[str]:
