@@ -3,9 +3,7 @@ that holds against real allocations, and hit counts."""
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import random
 import tracemalloc
 from collections.abc import Sequence
@@ -110,28 +108,6 @@ def test_the_encoder_gives_the_same_bytes_whatever_the_thread_count(
         monkeypatch.setenv("ASSAY_THREADS", threads)
         vectors.append(encoder.encode(texts).tobytes())
     assert vectors[0] == vectors[1] == vectors[2]
-
-
-def test_a_forked_child_encodes_with_a_pool_of_its_own() -> None:
-    # The model threads are one pool per process; a fork inherits the parent's pool object but
-    # none of its threads, so the child must start its own (or wait forever on the old one).
-    texts = [s for row in example_rows() for s in split_sentences(str(row["generated_text"]))]
-    encoder = load_encoder("minilm")
-    in_parent = encoder.encode(texts).tobytes()  # the parent's pool exists from here
-    reader, writer = os.pipe()
-    child = os.fork()
-    if child == 0:  # the child: encode, send the bytes' digest, leave without cleanup
-        try:
-            digest = hashlib.sha256(encoder.encode(texts).tobytes()).hexdigest()
-            os.write(writer, digest.encode())
-        finally:
-            os._exit(0)
-    os.close(writer)
-    with os.fdopen(reader) as pipe:
-        from_child = pipe.read()
-    _, status = os.waitpid(child, 0)
-    assert os.WEXITSTATUS(status) == 0
-    assert from_child == hashlib.sha256(in_parent).hexdigest()
 
 
 async def test_detect_results_are_byte_identical_with_and_without_the_cache() -> None:

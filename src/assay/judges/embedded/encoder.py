@@ -10,8 +10,6 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import math
-import os
-import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -124,36 +122,11 @@ def run_side_by_side(session: Any, batches: Sequence[tuple[Any, dict[str, Any]]]
     at a time on every core, and a batch's output does not depend on the threads that ran it."""
     if len(batches) == 1:
         return [session.run(None, batches[0][1])[0]]
-    return list(_pool().map(lambda batch: session.run(None, batch[1])[0], batches))
-
-
-_pools: dict[int, ThreadPoolExecutor] = {}
-_pools_lock = threading.Lock()
-
-
-def _forget_pools_after_fork() -> None:
-    # The parent's pool has no threads in the child, and its lock may have been held mid-call.
-    global _pools_lock
-    _pools_lock = threading.Lock()
-    _pools.clear()
-
-
-os.register_at_fork(after_in_child=_forget_pools_after_fork)
-
-
-def _pool() -> ThreadPoolExecutor:
-    """The process's `thread_count()` model threads, shared by every call: starting threads
-    per call cost a few milliseconds a row on a busy machine. A forked child starts its own
-    pool (`_forget_pools_after_fork`); a changed $ASSAY_THREADS gets a pool of its size."""
-    threads = thread_count()
-    with _pools_lock:
-        pool = _pools.get(threads)
-        if pool is None:
-            for old in _pools.values():  # another size
-                old.shutdown(wait=False)
-            _pools.clear()
-            pool = _pools[threads] = ThreadPoolExecutor(threads, thread_name_prefix="assay-onnx")
-        return pool
+    # A pool per call, not per session: a pool's threads do not survive a fork, and starting
+    # two threads costs far less than one batch.
+    workers = min(thread_count(), len(batches))
+    with ThreadPoolExecutor(workers, thread_name_prefix="assay-onnx") as pool:
+        return list(pool.map(lambda batch: session.run(None, batch[1])[0], batches))
 
 
 def tokenizer_path() -> Path:
