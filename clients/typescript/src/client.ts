@@ -10,7 +10,8 @@ import {
   type DetectOptions,
   type DetectParams,
 } from "./params.js";
-import type { DetectResponseItem, JobStatus } from "./results.js";
+import type { JobStatus } from "./jobs.js";
+import type { DetectResponseItem } from "./results.js";
 import { requestJSON, sleep, type RequestOptions, type Transport } from "./transport.js";
 import type { DetectRequestItem } from "./wire.js";
 

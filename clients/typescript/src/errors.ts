@@ -6,7 +6,7 @@
  * `APITimeoutError`) is also an `APIError`, with `status` and `headers` undefined.
  */
 
-import type { JobStatus } from "./results.js";
+import type { JobStatus } from "./jobs.js";
 
 /** Base class of everything this package throws on purpose. */
 export class AssayError extends Error {

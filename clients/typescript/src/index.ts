@@ -20,7 +20,8 @@ export * from "./errors.js";
 export type { DetectConfig, DetectOptions, DetectParams } from "./params.js";
 export { toRequestItem } from "./params.js";
 export { detectorResult, isAsyncAccepted, isDetectorError } from "./results.js";
-export type { AsyncAccepted, DetectorOutcome, DetectResponseItem, JobStatus } from "./results.js";
+export type { JobStatus } from "./jobs.js";
+export type { AsyncAccepted, DetectorOutcome, DetectResponseItem } from "./results.js";
 export { isRetryableStatus, retryAfterMs, retryDelayMs } from "./retry.js";
 export type { RequestOptions } from "./transport.js";
 export type {

@@ -20,21 +20,6 @@ export interface AsyncAccepted {
 /** One response item: detector name to outcome, or the acceptance of an async item. */
 export type DetectResponseItem = { [detector: string]: DetectorOutcome } | AsyncAccepted;
 
-/** The state of an async job, as `GET /v1/jobs/{id}` reports it. */
-export interface JobStatus {
-  id: string;
-  state: "queued" | "running" | "done" | "failed";
-  attempts: number;
-  application_name: string;
-  model_name: string;
-  /** ISO 8601, UTC. */
-  created_at: string;
-  finished_at: string | null;
-  /** Detector name to outcome once `state` is `done`. */
-  result: { [detector: string]: DetectorOutcome } | null;
-  error: string | null;
-}
-
 /** Whether a response item is the acceptance of an async item. */
 export function isAsyncAccepted(item: DetectResponseItem): item is AsyncAccepted {
   return typeof (item as Partial<AsyncAccepted>).job_id === "string";
