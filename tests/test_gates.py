@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from assay.report.collect import collect
 from assay.runner.gates import (
     GateCase,
     GateFigures,
@@ -303,3 +304,21 @@ def test_an_empty_output_still_gives_a_valid_empty_suite(tmp_path: Path) -> None
     suite = ET.parse(path).getroot()
     assert suite.get("tests") == "0"
     assert suite.findall("testcase") == []
+
+
+def test_an_unscored_row_counts_as_the_lowest_score_of_a_rescaled_metric() -> None:
+    # On a -1..1 scale an unscored row counted as 0, half way up: half the rows failing
+    # passed a gate of 0.2. It counts as the scale's bottom, as 0 is on 0..1.
+    scored = {
+        "row": 1,
+        "llm.ood_detection": {"score": 1.0, "cases": [], "score_range": [-1.0, 1.0]},
+    }
+    errored = {
+        "row": 2,
+        "llm.ood_detection": {"error": True, "kind": "transport", "message": "SUT down"},
+    }
+    figures = collect([scored, errored]).gate_figures()
+    assert figures["llm.ood_detection"].gated_mean == 0.0
+    [failure] = check_fail_under(figures, {"llm.ood_detection": 0.2})
+    assert "is 0.0000 counting the 1 row it could not score as failures (-1 each)" in failure
+    assert GateFigures(1.0, 1, 1).gated_mean == 0.5  # on 0..1, as before

@@ -289,7 +289,7 @@ def ood_command(
         for line in lines:
             tally.add(line[METRIC_NAME])
         summary = tally.summary()
-        figures = tally_figures(tally)
+        figures = tally_figures(tally, floor=settings.min)
         gates = ood_gates(summary, figures, fail_under, max_over_rejection, max_missed_refusal)
         gate_data = [
             {"gate": g.name, "value": g.value, "passed": g.passed, "message": g.message}

@@ -265,7 +265,10 @@ class RunTally:
         not score (its errors, rejected rows, rows without its inputs) is unscored."""
         return {
             name: GateFigures(
-                sum(v * n for v, n in s.scores.items()), s.rows_scored, self.rows - s.rows_scored
+                sum(v * n for v, n in s.scores.items()),
+                s.rows_scored,
+                self.rows - s.rows_scored,
+                floor=s.scale.low,
             )
             for name, s in self.scorers.items()
         }

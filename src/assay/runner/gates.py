@@ -120,11 +120,14 @@ class GateFigures:
     score_total / rows_scored: the sum and count of its scores.
     rows_unscored: rows it could not score: its own errors, rows rejected before scoring, and
         rows without its inputs.
+    floor: the lowest score the scorer can give (0, or a rescaled metric's `min`): what each
+        unscored row counts as.
     """
 
     score_total: float
     rows_scored: int
     rows_unscored: int = 0
+    floor: float = 0.0
 
     @property
     def mean(self) -> float | None:
@@ -133,10 +136,11 @@ class GateFigures:
 
     @property
     def gated_mean(self) -> float | None:
-        """Mean with every unscored row counted as a score of 0: what the gate compares. It
-        is a bound for the gate only; no row is ever reported as scoring 0."""
+        """Mean with every unscored row counted as the lowest score (`floor`): what the gate
+        compares. It is a bound for the gate only; no row is ever reported with that score."""
         rows = self.rows_scored + self.rows_unscored
-        return self.score_total / rows if rows and self.rows_scored else None
+        total = self.score_total + self.floor * self.rows_unscored
+        return total / rows if rows and self.rows_scored else None
 
 
 def fail_under_gates(
@@ -167,10 +171,11 @@ def fail_under_gates(
             failure = f"{name}: mean score {gate.mean:.4f} is below {flag} threshold {threshold:g}"
             if gate.rows_unscored:
                 missed = f"{gate.rows_unscored} row" + ("s" if gate.rows_unscored != 1 else "")
+                counted = "failures" if gate.floor == 0 else f"failures ({gate.floor:g} each)"
                 failure = (
                     f"{name}: mean score {gate.mean:.4f} over {gate.rows_scored} scored rows is "
                     f"{gate.gated_mean:.4f} counting the {missed} it could not score as "
-                    f"failures, below {flag} threshold {threshold:g}"
+                    f"{counted}, below {flag} threshold {threshold:g}"
                 )
         cases.append(GateCase(label, failure))
     return cases

@@ -89,10 +89,11 @@ class Gate:
         return f"{self.name}: {shown}"
 
 
-def tally_figures(tally: OODTally) -> GateFigures:
+def tally_figures(tally: OODTally, floor: float = 0.0) -> GateFigures:
     """What the mean-score gate checks (`runner.gates.GateFigures`): the scores and the rows
-    that have none."""
-    return GateFigures(tally.score_total, tally.rows_scored, tally.rows - tally.rows_scored)
+    that have none, each counted as `floor` (the config's `min`)."""
+    unscored = tally.rows - tally.rows_scored
+    return GateFigures(tally.score_total, tally.rows_scored, unscored, floor=floor)
 
 
 def ood_gates(
@@ -111,7 +112,8 @@ def ood_gates(
     if fail_under is not None:
         (case,) = fail_under_gates({METRIC: figures}, {METRIC: fail_under}, "--fail-under")
         name = f"mean score >= {fail_under:g}"
-        gates.append(Gate(name, summary.mean_score, case.failure is None, case.failure))
+        # The figure compared: unscored rows count as the lowest score.
+        gates.append(Gate(name, figures.gated_mean, case.failure is None, case.failure))
     for name, limit, value in (
         ("over-rejection rate", max_over_rejection, summary.over_rejection_rate),
         ("missed-refusal rate", max_missed_refusal, summary.missed_refusal_rate),

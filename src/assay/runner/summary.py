@@ -219,7 +219,9 @@ class RunSummary:
         (its own errors, rows rejected before any scorer ran, and rows without its inputs,
         which a run that names no detectors scores with the others alone)."""
         return {
-            name: GateFigures(d.score_total, d.rows_scored, self.rows - d.rows_scored)
+            name: GateFigures(
+                d.score_total, d.rows_scored, self.rows - d.rows_scored, floor=d.scale.low
+            )
             for name, d in self.detectors.items()
         }
 
