@@ -208,6 +208,12 @@ def test_ood_fail_under_follows_a_rescaled_score(profile_file: Path, tmp_path: P
     # Inside the rescaled range the option is taken (the run then stops at the dead SUT).
     inside = assay(*base, "--sut-url", "http://127.0.0.1:9", "--fail-under", "8")
     assert inside.returncode == 2 and "--fail-under" not in inside.stderr
+    # inverted: true makes the score an error rate: a least mean failed a near-perfect system.
+    config.write_text("min: 0\nmax: 10\ninverted: true\n", encoding="utf-8")
+    refused = assay(*base, "--sut-url", "http://127.0.0.1:9", "--fail-under", "8")
+    assert refused.returncode == 2
+    assert "--fail-under: llm.ood_detection's config sets inverted: true" in refused.stderr
+    assert "gate its rates (--max-over-rejection, --max-missed-refusal)" in refused.stderr
 
 
 def test_options_that_replace_the_config_files_values_say_so(

@@ -212,6 +212,16 @@ def test_a_rescaled_score_is_gated_binned_and_reported_on_its_own_range(
     too_high = assay("report", str(out), "--fail-under", "llm.ood_detection=150")
     assert too_high.returncode == 2 and "outside 0 to 100" in too_high.stderr
 
+    # Inverted, the score is an error rate: the lines say so and no least mean may gate it.
+    config.write_text(config.read_text() + "inverted: true\n")
+    gated = run_metric(data, config, out, "--overwrite", "--fail-under", "llm.ood_detection=50")
+    assert gated.returncode == 2 and "sets inverted: true" in gated.stderr
+    inverted = run_metric(data, config, out, "--overwrite")
+    assert inverted.returncode == 0, inverted.stderr
+    assert all(line["llm.ood_detection"]["inverted"] is True for line in iter_output_lines(out))
+    refused = assay("report", str(out), "--fail-under", "llm.ood_detection=50")
+    assert refused.returncode == 2 and "sets inverted: true" in refused.stderr
+
 
 def test_a_passed_mean_gate_warns_when_the_rates_say_otherwise(
     chatbot: RunningChatbot, tmp_path: Path

@@ -54,6 +54,7 @@ from assay.metrics.ood.run_config import build_sut
 from assay.metrics.ood.scorer import RowResult, score_rows
 from assay.metrics.ood.summary import OODSummary, OODTally
 from assay.report.ood_tables import ood_tables
+from assay.runner.gates import refuse_inverted
 from assay.runner.local import summary_path_for, write_summary
 from assay.runner.metric_rows import metric_line
 from assay.runner.ood_gates import (
@@ -225,6 +226,8 @@ def ood_command(
         profile = load_profile(use_case)
         settings = _config(config, num_ood_queries, profile)
         # The gate reads the score users see, so it lives on that score's scale.
+        if fail_under is not None and settings.inverted:
+            refuse_inverted({METRIC_NAME: fail_under}, [METRIC_NAME])
         low, high = sorted((settings.min, settings.max))
         if fail_under is not None and not low <= fail_under <= high:
             raise RequestValidationError(

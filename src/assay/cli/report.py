@@ -186,6 +186,7 @@ def report_command(
             )
         # A rescaled metric's results say its range, so thresholds are checked once read.
         gates.check_scales(thresholds, {name: s.scale for name, s in tally.scorers.items()})
+        gates.refuse_inverted(thresholds, [name for name, s in tally.scorers.items() if s.inverted])
         if label_column and tally.gold_column is None:
             raise RequestValidationError(
                 "label_column", f"no row of {output} has a column {label_column!r}"

@@ -298,6 +298,8 @@ def run_command(
         thresholds = gates.parse_fail_under(
             fail_under or [], known=scorer.score_names, scales=scales
         )
+        if isinstance(scorer, MetricScorer) and scorer.inverted:
+            gates.refuse_inverted(thresholds, scorer.score_names)
         if dry_run:
             if not isinstance(scorer, DetectorScorer):
                 raise RequestValidationError("dry_run", "estimates LLM calls of detector runs only")

@@ -150,6 +150,7 @@ class ScorerTally:
     ood: for a metric whose results carry judged `cases` (llm.ood_detection), its own tally:
         the 4-way table, error rates and failing cases.
     scale: the range the scores run over, as the first scored result says.
+    inverted: whether that result says its score is an error rate (`"inverted": true`).
     """
 
     name: str
@@ -160,6 +161,7 @@ class ScorerTally:
     instructions: dict[str, InstructionTally] = field(default_factory=dict)
     ood: OODTally | None = None
     scale: ScoreScale = UNIT_SCALE
+    inverted: bool = False
     # Bounded heap of the lowest-scoring rows as (-score, -row order, example): its top is the
     # entry to drop first, the highest score and, among equal scores, the latest row.
     _lowest: list[tuple[float, int, ExampleRow]] = field(default_factory=list)
@@ -182,6 +184,7 @@ class ScorerTally:
         score = round(float(result["score"]), 4)
         if not self.scores:
             self.scale = ScoreScale.of(result)
+            self.inverted = result.get("inverted") is True
         self.scores[score] += 1
         if gold is not None:
             (self.positive if gold else self.negative)[score] += 1

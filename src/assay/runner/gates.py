@@ -83,6 +83,20 @@ def parse_fail_under(
     return thresholds
 
 
+def refuse_inverted(thresholds: Mapping[str, float], inverted: Iterable[str]) -> None:
+    """Raise RequestValidationError(--fail-under) for a gate on a score its metric's config
+    inverts (`inverted: true`: an error rate, higher is worse): a least mean would pass the
+    worst runs and fail the best."""
+    for name in thresholds:
+        if name in inverted:
+            raise RequestValidationError(
+                FAIL_UNDER_FLAG,
+                f"{name}'s config sets inverted: true, so its score is an error rate (higher is "
+                "worse), which a least mean cannot gate: gate its rates (--max-over-rejection, "
+                "--max-missed-refusal) or leave inverted off",
+            )
+
+
 def check_scales(
     thresholds: Mapping[str, float],
     scales: Mapping[str, ScoreScale],

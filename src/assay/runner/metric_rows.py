@@ -5,9 +5,9 @@ Today that is `llm.ood_detection`: each row (`gdi_text_v1`: `input_id`, `prompt`
 block, and the judged cases roll up into the row's score. The output line carries the metric's
 result under its name, like a detector's: `{"input_id", "score", "accuracy", "correct", "total",
 "weight", "cases": [...], "warnings"}` (and `"score_range": [min, max]` when the config
-rescales the score), or `{"error": true, "kind", "message", "cases"}` when a
-call or a judgement failed (never a made-up score). `assay ood --out` writes the same lines
-(`metric_line`), so `assay report` reads both.
+rescales the score, `"inverted": true` when it inverts it), or `{"error": true, "kind",
+"message", "cases"}` when a call or a judgement failed (never a made-up score). `assay ood
+--out` writes the same lines (`metric_line`), so `assay report` reads both.
 """
 
 from __future__ import annotations
@@ -95,6 +95,11 @@ class MetricScorer:
     @property
     def score_names(self) -> tuple[str, ...]:
         return (self.metric,)
+
+    @property
+    def inverted(self) -> bool:
+        """Whether the config makes the score an error rate (higher is worse)."""
+        return self.settings[0].inverted
 
     @property
     def score_scales(self) -> dict[str, ScoreScale]:
@@ -246,8 +251,9 @@ def metric_line(
             "warnings": data["warnings"],
         }
     else:
+        optional = ("score_range", "inverted")  # written only when the config sets them
         line[metric] = {
-            k: v for k, v in data.items() if k != "error" and not (k == "score_range" and v is None)
+            k: v for k, v in data.items() if k != "error" and not (k in optional and v is None)
         }
     return line
 

@@ -107,6 +107,8 @@ class RowResult:
         an LLM).
     score_range: [min, max] when the config maps scores onto a range other than [0, 1], so
         that whoever reads the score (summaries, reports, gates) knows its scale; else None.
+    inverted: True when the config's `inverted` makes the score an error rate (higher is
+        worse), so that no gate reads it as higher-is-better; else None.
     """
 
     input_id: str
@@ -121,6 +123,7 @@ class RowResult:
     warnings: list[str] = field(default_factory=list)
     usage: dict[str, int] = field(default_factory=dict)
     score_range: list[float] | None = None
+    inverted: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready data."""
@@ -245,6 +248,8 @@ class _Run:
         result.accuracy = round(accuracy, 4)
         if (self.config.min, self.config.max) != (0.0, 1.0):
             result.score_range = [self.config.min, self.config.max]
+        if self.config.inverted:
+            result.inverted = True
         return result
 
 
