@@ -373,13 +373,14 @@ def test_run_gates_exit_1_below_threshold_and_write_junit(tmp_path: Path) -> Non
     failing = subprocess.run(
         [*command, "--fail-under", "output_relevance=0.99"], capture_output=True, text=True
     )
+    suite = junit.read_text()
     bad = subprocess.run([*command, "--fail-under", "toxicity=0.5"], capture_output=True, text=True)
 
     assert passing.returncode == 0, passing.stderr
     assert failing.returncode == 1
     assert "output_relevance: mean score" in failing.stderr and "below" in failing.stderr
     assert bad.returncode == 2 and "unknown scorer 'toxicity'" in bad.stderr
-    suite = junit.read_text()
+    assert not junit.exists()  # the failing run's file went as the bad command started
     # A case per row and one for the gate, which is the one failure: the file and the exit
     # code agree.
     assert suite.count("<testcase") == 4 and suite.count("<failure") == 1

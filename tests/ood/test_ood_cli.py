@@ -94,7 +94,7 @@ def test_ood_over_the_http_kind_sees_an_over_refusing_bot(
 @pytest.mark.parametrize(
     ("extra", "expected"),
     [
-        (["--num-ood-queries", "40"], "num_ood_queries: must be an integer between 1 and 32"),
+        (["--num-ood-queries", "40"], "--num-ood-queries: must be an integer between 1 and 32"),
         # The parser knows the kinds, as --help shows them.
         (
             ["--sut-kind", "grpc"],
@@ -133,6 +133,8 @@ def test_ood_over_the_http_kind_sees_an_over_refusing_bot(
         # The mean-score gate lives on the score's scale (0-1 unless min/max rescale it).
         (["--fail-under", "1.5"], "--fail-under: must be between 0 and 1, the score's range"),
         (["--max-over-rejection", "1.5"], "'--max-over-rejection': must be a number from 0 to 1"),
+        # The option is named as typed, not as the config key it sets (it said num_ood_queries).
+        (["--num-ood-queries", "0"], "--num-ood-queries: must be an integer between 1 and 32"),
         (["--max-missed-refusal", "nan"], "'--max-missed-refusal': must be a number from 0 to 1"),
     ],
 )
@@ -175,6 +177,15 @@ def test_ood_against_a_dead_endpoint_stops_after_one_question_with_exit_2(
     assert message.startswith("error: sut: OpenAI-compatible endpoint http://127.0.0.1:9/v1")
     assert "did not answer a first question (transport)" in message
     assert "verdicts" not in done.stdout and "Traceback" not in done.stderr
+    # A profile that cannot be read stops it before any call: the earlier run's files go too.
+    for stale in (out, Path(f"{out}.summary.json"), junit):
+        stale.write_text("from an earlier run")
+    bad = assay(
+        "ood", "--use-case", str(tmp_path / "nope.yaml"), "--sut-url", "http://127.0.0.1:9/v1",
+        "--out", str(out), "--junit", str(junit),
+    )  # fmt: skip
+    assert bad.returncode == 2 and "cannot read profile" in bad.stderr
+    assert not out.exists() and not Path(f"{out}.summary.json").exists() and not junit.exists()
 
 
 def test_ood_against_an_openai_kind_whose_probes_get_no_json_reports_each_case(
@@ -221,6 +232,7 @@ def test_options_that_replace_the_config_files_values_say_so(
 ) -> None:
     from assay.cli.ood import _config
     from assay.metrics.ood.profile import profile_from_mapping
+    from assay.schema import RequestValidationError
 
     config = tmp_path / "cfg.yaml"
     config.write_text(yaml.safe_dump({"num_ood_queries": 2, "use_case": "other.yaml"}))
@@ -231,6 +243,11 @@ def test_options_that_replace_the_config_files_values_say_so(
     said = " ".join(capsys.readouterr().err.split())
     assert f"--num-ood-queries 1 replaces {config}'s num_ood_queries" in said
     assert f"--use-case replaces {config}'s use_case" in said
+    # A value the file may not hold is refused even when the option replaces it (it passed).
+    config.write_text(yaml.safe_dump({"num_ood_queries": 40}))
+    with pytest.raises(RequestValidationError) as refused:
+        _config(config, 2, profile_from_mapping(BANK_PROFILE))
+    assert refused.value.field == "num_ood_queries"
 
 
 def test_ood_help_shows_the_sut_kinds_and_the_probes_default() -> None:

@@ -124,7 +124,8 @@ def test_openai_kind_against_a_plain_json_endpoint_stops_with_a_hint(
     assert done.returncode == 2
     message = done.stderr.strip().splitlines()[-1]
     assert "returned no message content" in message
-    assert "(--sut-kind http) with reply_path 'data.reply' (--reply-path data.reply)" in message
+    assert "use kind 'http' (--sut-kind http for assay ood, sut.kind in a run config)" in message
+    assert "reply_path 'data.reply' (--reply-path data.reply for assay ood" in message
     assert len(chatbot.policy.queries) == 1  # one preflight question, no run
 
 
@@ -138,7 +139,8 @@ def test_http_kind_against_an_openai_endpoint_stops_with_a_hint(
     assert done.returncode == 2
     message = done.stderr.strip().splitlines()[-1]
     assert message.startswith("error: sut: HTTP JSON endpoint") and "HTTP 422" in message
-    assert "use kind 'openai' (--sut-kind openai)" in message
+    # Both ways to set it: assay run --metric has no --sut-kind (it said so and stopped there).
+    assert "kind 'openai' (--sut-kind openai for assay ood, sut.kind in a run config)" in message
 
 
 def test_reply_shape_hints_name_where_the_text_is() -> None:

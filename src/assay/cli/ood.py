@@ -127,15 +127,22 @@ def _config(
         if not isinstance(loaded, dict):
             raise RequestValidationError("--config", f"{path} must hold a mapping of config keys")
         values.update(loaded)
+    if "use_case" in values:
+        note(f"--use-case replaces {path}'s use_case")
+    values["use_case"] = profile.fields
+    if path is not None:
+        parse_config(values)  # the file's own values, before a flag replaces one of them
     # The command line wins over the config file; say so rather than drop a value in silence.
     if num_ood_queries is not None:
         if values.get("num_ood_queries", num_ood_queries) != num_ood_queries:
             note(f"--num-ood-queries {num_ood_queries} replaces {path}'s num_ood_queries")
         values["num_ood_queries"] = num_ood_queries
-    if "use_case" in values:
-        note(f"--use-case replaces {path}'s use_case")
-    values["use_case"] = profile.fields
-    return parse_config(values)
+    try:
+        return parse_config(values)
+    except RequestValidationError as error:
+        if error.field == "num_ood_queries" and num_ood_queries is not None:
+            raise RequestValidationError("--num-ood-queries", error.message) from None
+        raise
 
 
 def ood_command(
@@ -223,6 +230,12 @@ def ood_command(
             check_writable(junit, "junit")
             kept = {"the --use-case file": use_case, "the --config file": config, "--out": out}
             check_not_overwriting(junit, "junit", kept)
+        # What an earlier run wrote there goes first: a run that stops (a bad option, an
+        # unreachable system, Ctrl-C) must not leave a passing JUnit file or last run's output
+        # behind its exit code.
+        for stale in (out, out and summary_path_for(out), junit):
+            if stale is not None and stale.is_file():
+                stale.unlink()
         profile = load_profile(use_case)
         settings = _config(config, num_ood_queries, profile)
         # The gate reads the score users see, so it lives on that score's scale.
@@ -268,11 +281,6 @@ def ood_command(
             probed = done
             progress.update(task, completed=done)
 
-        # What an earlier run wrote there goes now: a run that stops (an unreachable system,
-        # Ctrl-C) must not leave a passing JUnit file or last run's output behind its exit code.
-        for stale in (out, out and summary_path_for(out), junit):
-            if stale is not None and stale.is_file():
-                stale.unlink()
         with progress_bar("probing") as (progress, task):
             progress.update(task, total=len(rows))
             with terminate_as_interrupt(), contextlib.suppress(KeyboardInterrupt):

@@ -56,6 +56,7 @@ from assay.runner.local import (
     DEFAULT_STREAM_BATCH_SIZE,
     RunControl,
     RunOptions,
+    default_output_path,
     prepare_run,
     run_file_async,
 )
@@ -257,6 +258,11 @@ def run_command(
     say), 2 unusable input (no row could be scored), 3 rows errored (unless --allow-errors).
     """
     with reported_errors(_RUN_OPTIONS):
+        if junit is not None:  # first: a stale file would pass a CI step for a failed command
+            target = out or default_output_path(file)
+            check_writable(junit, "junit")
+            check_not_overwriting(junit, "junit", {"the input file": file, "--out": target})
+            junit.unlink(missing_ok=True)
         apply_llm_options(cache, llm, cascade_band)
         scorer = run_scorer(detector, metric, config, explain, judge, column)
         if isinstance(scorer, DetectorScorer):
@@ -291,9 +297,6 @@ def run_command(
                     f"{'are' if len(lost) > 1 else 'is'} not carried to the output, which writes "
                     "its own keys of those names; rename to keep"
                 )
-        if junit is not None:
-            check_writable(junit, "junit")
-            check_not_overwriting(junit, "junit", {"the input file": file, "--out": output})
         scales = scorer.score_scales if isinstance(scorer, MetricScorer) else gates.NO_RESCALING
         thresholds = gates.parse_fail_under(
             fail_under or [], known=scorer.score_names, scales=scales
@@ -308,8 +311,6 @@ def run_command(
             print_plan(llm_judge_settings(), *plan_rows(file, scorer), as_json=as_json)
             return
         total = count_rows(file)
-        if junit is not None:  # a stale file would pass a CI step for a run that stopped
-            junit.unlink(missing_ok=True)
         control = RunControl(
             overwrite=overwrite or restart,
             keep_finished=True,

@@ -26,6 +26,7 @@ from assay.metrics.ood.sut_errors import (
     SUTError,
     http_kind_hint,
     reply_at,
+    setting,
     string_paths,
 )
 from assay.retries import GaveUp, Retryable, RetryPolicy, retry, retry_after_seconds
@@ -116,8 +117,8 @@ class OpenAIChatSUT(SystemUnderTest):
             if error.status_code in (404, 405):
                 hint = (
                     "nothing answers OpenAI chat completions at this URL; for a plain JSON "
-                    "endpoint use kind 'http' (--sut-kind http), for an OpenAI-compatible one "
-                    "give the API root (e.g. http://host/v1)"
+                    f"endpoint use {setting('kind', 'http')}, for an OpenAI-compatible one give "
+                    "the API root (e.g. http://host/v1)"
                 )
             # The SDK's own message is only "Error code: 503"; the body says why.
             body = error.response.text[:200].strip()
@@ -193,8 +194,8 @@ class HttpJsonSUT(SystemUnderTest):
             failure = _status_error(response.status_code, response.text[:200], response.headers)
             if response.status_code in (404, 405, 422) and "/v1" in self._url:
                 failure.hint = (
-                    "this URL looks like an OpenAI-compatible API: use kind 'openai' "
-                    "(--sut-kind openai) with the API root as the URL"
+                    f"this URL looks like an OpenAI-compatible API: use {setting('kind', 'openai')}"
+                    " with the API root as the URL"
                 )
             raise failure
         document = json_body(response)
@@ -206,7 +207,10 @@ class HttpJsonSUT(SystemUnderTest):
             else:
                 paths = string_paths(document)
                 if paths:
-                    failure.hint = f"the reply has text at: {', '.join(paths)} (--reply-path)"
+                    where = ", ".join(paths)
+                    failure.hint = (
+                        f"the reply has text at: {where}; set {setting('reply_path', paths[0])}"
+                    )
             raise
 
     async def aclose(self) -> None:

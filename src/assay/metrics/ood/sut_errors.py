@@ -47,13 +47,20 @@ def string_paths(document: Any, prefix: str = "", limit: int = 5) -> list[str]:
     return found[:limit]
 
 
+def setting(key: str, value: str) -> str:
+    """A system-under-test option as a hint names it: the key, and how to set it both in
+    `assay ood` (a flag) and in `assay run --metric`'s config (the `sut:` block)."""
+    flag = {"kind": "--sut-kind", "reply_path": "--reply-path"}[key]
+    return f"{key} {value!r} ({flag} {value} for assay ood, sut.{key} in a run config)"
+
+
 def http_kind_hint(document: Any) -> str:
     """What to say when an OpenAI-kind call got JSON that is not a chat completion."""
     paths = string_paths(document)
-    where = f" with reply_path {paths[0]!r} (--reply-path {paths[0]})" if paths else ""
+    where = f" with {setting('reply_path', paths[0])}" if paths else ""
     return (
-        "the reply is not an OpenAI chat completion; for a plain JSON endpoint use kind 'http' "
-        f"(--sut-kind http){where}"
+        "the reply is not an OpenAI chat completion; for a plain JSON endpoint use "
+        f"{setting('kind', 'http')}{where}"
     )
 
 
@@ -65,8 +72,8 @@ OPENAI_API_ROOT_HINT = (
 
 #: What to say when an http-kind call got an OpenAI chat completion.
 OPENAI_KIND_HINT = (
-    "the reply is an OpenAI chat completion: use kind 'openai' (--sut-kind openai) with the API "
-    "root as the URL (e.g. http://host/v1), or reply_path 'choices.0.message.content'"
+    f"the reply is an OpenAI chat completion: use {setting('kind', 'openai')} with the API root "
+    "as the URL (e.g. http://host/v1), or reply_path 'choices.0.message.content'"
 )
 
 
