@@ -187,6 +187,17 @@ async def test_callable_failures_and_retry_backoff_are_recorded() -> None:
     )
     assert reply.failed and reply.attempts == 3 and calls == 3
     assert reply.error == "RuntimeError: bot crashed"
+    # A callable that returns no text gave a bad reply (it was recorded as a transport error).
+    for returned in (None, 42):
+        nothing = await ask_with_retries(
+            CallableSUT(lambda prompt, r=returned: r),
+            "hi",
+            retries=0,
+            timeout=5,
+            limit=__import__("asyncio").Semaphore(1),
+        )
+        assert nothing.failed and nothing.kind == "bad_output", nothing
+        assert "the callable returned" in (nothing.error or "")
 
 
 def test_reply_path_errors_say_where_they_stopped() -> None:

@@ -263,7 +263,9 @@ class CallableSUT(SystemUnderTest):
         except Exception as error:
             raise SUTError(f"{type(error).__name__}: {error}") from None
         if not isinstance(reply, str):
-            raise SUTError(f"the callable returned {type(reply).__name__}, not a string")
+            raise SUTError(
+                f"the callable returned {type(reply).__name__}, not a string", "bad_output"
+            )
         return reply
 
 
