@@ -274,6 +274,8 @@ def test_missing_columns_fail_before_any_call(chatbot: RunningChatbot, tmp_path:
 
     assert done.returncode == 2
     assert "prompt, sut_response" in done.stderr and "required column" in done.stderr
+    # What the file has, and the --map that would use it (a detector run said so; this did not).
+    assert "columns found: input_id, question; try --map prompt=question" in done.stderr
     assert chatbot.policy.queries == []  # nothing was called
     assert not (tmp_path / "rows.scored.jsonl").exists()
 

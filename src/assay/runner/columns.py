@@ -47,6 +47,10 @@ _USUAL_NAMES = {
         "sources",
         "evidence",
     ),
+    # `assay run --metric llm.ood_detection`'s fields.
+    "input_id": ("id", "qid", "row_id", "example_id", "uid"),
+    "prompt": ("question", "query", "user_query", "input", "instruction"),
+    "sut_response": ("answer", "response", "reply", "output", "generated_text", "completion"),
 }
 
 
@@ -138,11 +142,15 @@ def mapped_columns(columns: Collection[str], column_map: Iterable[tuple[str, str
 
 
 def suggested_map(
-    columns: Sequence[str], used: Collection[str], needed: Iterable[str]
+    columns: Sequence[str],
+    used: Collection[str],
+    needed: Iterable[str],
+    fields: Collection[str] = MAPPABLE_FIELDS,
 ) -> list[str]:
     """`--map FIELD=COLUMN` flags that would give the fields `needed`, from usual names and
-    near spellings among the columns neither `used` by `--map` already nor named as a field."""
-    free = [column for column in columns if column not in used and column not in MAPPABLE_FIELDS]
+    near spellings among the columns neither `used` by `--map` already nor named as one of the
+    scorer's `fields` (a detector run's by default)."""
+    free = [column for column in columns if column not in used and column not in fields]
     flags = []
     for field in needed:
         candidates = [c for c in free if c.lower() in _USUAL_NAMES.get(field, ())]

@@ -32,6 +32,7 @@ from assay.metrics.ood.rows import REQUIRED_COLUMNS
 from assay.metrics.ood.run_config import read_use_case
 from assay.metrics.ood.scorer import RowResult
 from assay.metrics.ood.sut import SystemUnderTest
+from assay.runner.columns import sample_columns, suggested_map
 from assay.runner.io import Row, UnreadableRow, input_columns
 from assay.runner.rows import INVALID_ROW, apply_column_map
 from assay.schema import RequestValidationError
@@ -136,8 +137,14 @@ class MetricScorer:
         mapped = {wanted for wanted, present in self.column_map if present in columns}
         missing = [c for c in REQUIRED_COLUMNS if c not in columns and c not in mapped]
         if missing:
+            found = sample_columns(path)  # in file order
+            used = {present for _, present in self.column_map}
+            flags = suggested_map(found, used, missing, REQUIRED_COLUMNS)
+            fix = f"try {' '.join(flags)}" if flags else "rename columns with --map FIELD=COLUMN"
             raise RequestValidationError(
-                ", ".join(missing), f"required column(s) missing from {path.name} ({self.metric})"
+                ", ".join(missing),
+                f"required column(s) missing from {path.name} ({self.metric}); columns found: "
+                f"{', '.join(found) or 'none'}; {fix}",
             )
 
     async def before_rows(self) -> None:
