@@ -158,6 +158,14 @@ def test_ood_profile_without_examples_is_refused(tmp_path: Path) -> None:
     assert done.returncode == 2 and "has no `examples`" in done.stderr
     missing = assay("ood", "--use-case", str(tmp_path / "nope.yaml"), "--sut-url", "http://x")
     assert missing.returncode == 2 and "cannot read profile" in missing.stderr
+    # A key named twice lost its first value in silence; YAML and JSON alike are refused.
+    twice = tmp_path / "twice.yaml"
+    twice.write_text("name: bank\nname: other\ndescription: help\nexamples: Balance?\n")
+    config = tmp_path / "twice.json"
+    config.write_text('{"num_ood_queries": 2, "num_ood_queries": 3}')
+    for extra in (["--use-case", str(twice)], ["--use-case", str(path), "--config", str(config)]):
+        refused = assay("ood", *extra, "--sut-url", "http://127.0.0.1:9")
+        assert refused.returncode == 2 and "appears more than once" in refused.stderr
 
 
 def test_ood_against_a_dead_endpoint_stops_after_one_question_with_exit_2(

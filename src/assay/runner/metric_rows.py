@@ -12,7 +12,6 @@ rescales the score, `"inverted": true` when it inverts it), or `{"error": true, 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -27,7 +26,12 @@ from assay.metrics.manifest import all_manifests
 from assay.metrics.ood import build_sut, parse_run_config, score_rows
 from assay.metrics.ood.config import OODMetricConfig
 from assay.metrics.ood.preflight import preflight
-from assay.metrics.ood.profile import not_utf8, parse_file_text, profile_from_mapping
+from assay.metrics.ood.profile import (
+    load_yaml,
+    not_utf8,
+    parse_file_text,
+    profile_from_mapping,
+)
 from assay.metrics.ood.rows import REQUIRED_COLUMNS
 from assay.metrics.ood.run_config import read_use_case
 from assay.metrics.ood.scorer import RowResult
@@ -69,7 +73,7 @@ def read_config_text(path: Path | None) -> str:
         raise RequestValidationError("config", f"cannot read {path}: {error}") from None
     try:
         data = parse_file_text(text, path)
-    except json.JSONDecodeError as error:
+    except ValueError as error:  # bad JSON, or a key named twice
         raise RequestValidationError("config", f"{path} is not valid JSON: {error}") from None
     except yaml.YAMLError:
         return text  # `MetricScorer.settings` reports it, naming the config
@@ -114,7 +118,7 @@ class MetricScorer:
         """The validated config and `sut:` block, parsed once (the adapter is built per call
         of `score`, which closes it)."""
         try:
-            data = yaml.safe_load(self.config_text) if self.config_text.strip() else {}
+            data = load_yaml(self.config_text) if self.config_text.strip() else {}
         except yaml.YAMLError as error:
             raise RequestValidationError("config", f"is not valid YAML or JSON: {error}") from None
         config, sut_options = parse_run_config(data, "config")

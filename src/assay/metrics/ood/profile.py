@@ -200,7 +200,7 @@ def load_profile(path: Path) -> UseCaseProfile:
         raise RequestValidationError(str(path), f"cannot read profile: {error.strerror}") from None
     try:
         data = parse_file_text(text, path)
-    except (json.JSONDecodeError, yaml.YAMLError) as error:
+    except (ValueError, yaml.YAMLError) as error:
         raise RequestValidationError(str(path), f"not valid YAML/JSON: {error}") from None
     if isinstance(data, dict) and isinstance(data.get("use_case"), dict):
         data = data["use_case"]
@@ -209,12 +209,43 @@ def load_profile(path: Path) -> UseCaseProfile:
     return profile_from_mapping(data, str(path))
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a mapping that names a key twice (PyYAML keeps the last in
+    silence: a profile with two `name:` lines lost the first)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"the key {key!r} appears more than once", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _unique_json_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found = dict(pairs)
+    if len(found) < len(pairs):
+        names = [key for key, _ in pairs]
+        repeated = next(key for key in names if names.count(key) > 1)
+        raise ValueError(f"the key {repeated!r} appears more than once")
+    return found
+
+
 def parse_file_text(text: str, path: Path) -> Any:
     """A profile or config file's data: strict JSON for a `.json` file (YAML would pass a
-    trailing comma), YAML otherwise. Raises json.JSONDecodeError or yaml.YAMLError."""
+    trailing comma), YAML otherwise; a key named twice in one mapping is refused. Raises
+    json.JSONDecodeError, ValueError or yaml.YAMLError."""
     if path.suffix.lower() == ".json":
-        return json.loads(text)
-    return yaml.safe_load(text)
+        return json.loads(text, object_pairs_hook=_unique_json_keys)
+    return load_yaml(text)
+
+
+def load_yaml(text: str) -> Any:
+    """`yaml.safe_load`, refusing a key named twice in one mapping (yaml.YAMLError)."""
+    return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
 
 
 def not_utf8(error: UnicodeDecodeError) -> str:
