@@ -84,6 +84,21 @@ def find_unencodable(
     return None
 
 
+class RepeatedKeyError(ValueError):
+    """A JSON object names one key twice."""
+
+
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """`object_pairs_hook` for `json.loads` that refuses a key named twice (RepeatedKeyError):
+    json.loads keeps the last of repeated keys in silence."""
+    found = dict(pairs)
+    if len(found) < len(pairs):
+        names = [key for key, _ in pairs]
+        repeated = next(key for key in names if names.count(key) > 1)
+        raise RepeatedKeyError(f"the key {repeated!r} appears more than once")
+    return found
+
+
 def _not_json(value: Any) -> str | None:
     """Why JSON cannot carry `value` (not text, a list or an object), or None."""
     if value is None or isinstance(value, bool | int):

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-from assay.schema import RequestValidationError
+from assay.schema import RepeatedKeyError, RequestValidationError, unique_keys
 
 #: File extensions read as JSON Lines; one JSON object per line.
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
@@ -117,7 +117,7 @@ def _parse_json_line(raw_line: bytes, line_number: int) -> dict[str, Any] | Exce
             "row", f"line {line_number} is not valid UTF-8 ({error.reason})"
         )
     try:
-        value = json.loads(text, object_pairs_hook=_unique_keys)
+        value = json.loads(text, object_pairs_hook=unique_keys)
     except RepeatedKeyError as error:
         # Read again, last copy kept, only so that the row's error line keeps its id and columns.
         fields = json.loads(text)
@@ -137,20 +137,6 @@ def _parse_json_line(raw_line: bytes, line_number: int) -> dict[str, Any] | Exce
     if not isinstance(value, dict):
         return RequestValidationError("row", f"line {line_number} must be a JSON object")
     return value
-
-
-class RepeatedKeyError(ValueError):
-    """A JSON object names one key twice."""
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    # json.loads keeps the last of repeated keys in silence; a row is refused instead.
-    found = dict(pairs)
-    if len(found) < len(pairs):
-        names = [key for key, _ in pairs]
-        repeated = next(key for key in names if names.count(key) > 1)
-        raise RepeatedKeyError(f"the key {repeated!r} appears more than once")
-    return found
 
 
 #: The fields a request item reads (`runner.rows.REQUEST_FIELDS`; that module imports this one).
@@ -207,7 +193,7 @@ def _csv_fields(record: dict[str | Any, str | Any]) -> dict[str, Any] | Exceptio
             fields[name] = _csv_context(cell)
         elif name == "config":
             try:
-                fields[name] = json.loads(cell, object_pairs_hook=_unique_keys)
+                fields[name] = json.loads(cell, object_pairs_hook=unique_keys)
             except RepeatedKeyError as error:  # as a JSONL row's or a server body's
                 problems.append(("config", str(error)))
             except json.JSONDecodeError as error:

@@ -30,7 +30,7 @@ from typing import Any
 import yaml
 
 from assay.metrics.ood.prompt_sections import read_sections
-from assay.schema import RequestValidationError
+from assay.schema import RequestValidationError, unique_keys
 
 #: Keys whose text describes scope; used offline to build the profile's reference texts.
 SCOPE_KEYS = ("name", "description", "allowed_topics", "examples", "system_prompt")
@@ -225,21 +225,12 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-def _unique_json_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    found = dict(pairs)
-    if len(found) < len(pairs):
-        names = [key for key, _ in pairs]
-        repeated = next(key for key in names if names.count(key) > 1)
-        raise ValueError(f"the key {repeated!r} appears more than once")
-    return found
-
-
 def parse_file_text(text: str, path: Path) -> Any:
     """A profile or config file's data: strict JSON for a `.json` file (YAML would pass a
     trailing comma), YAML otherwise; a key named twice in one mapping is refused. Raises
     json.JSONDecodeError, ValueError or yaml.YAMLError."""
     if path.suffix.lower() == ".json":
-        return json.loads(text, object_pairs_hook=_unique_json_keys)
+        return json.loads(text, object_pairs_hook=unique_keys)
     return load_yaml(text)
 
 
