@@ -322,3 +322,11 @@ def test_an_unscored_row_counts_as_the_lowest_score_of_a_rescaled_metric() -> No
     [failure] = check_fail_under(figures, {"llm.ood_detection": 0.2})
     assert "is 0.0000 counting the 1 row it could not score as failures (-1 each)" in failure
     assert GateFigures(1.0, 1, 1).gated_mean == 0.5  # on 0..1, as before
+
+
+def test_a_junit_case_names_an_id_that_is_not_text_as_json() -> None:
+    # A Parquet struct id was named by Python's repr, "{'a': 1}".
+    line = {"row": 3, "id": {"b": 2, "a": 1}, "output_relevance": relevance(0.9, 0.9, 0.9, 0.9)}
+    assert junit_case(line, {}).get("name") == '{"a": 1, "b": 2}'
+    assert junit_case({**line, "id": 7}, {}).get("name") == "7"
+    assert junit_case({**line, "id": "t-6"}, {}).get("name") == "t-6"

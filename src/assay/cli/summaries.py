@@ -12,6 +12,7 @@ from rich.text import Text
 
 from assay.cli.common import print_usage
 from assay.cli.ood import print_ood_summary
+from assay.runner.output import id_text
 from assay.runner.publish import PublishCounts
 from assay.runner.rows import INVALID_ROW, TIMEOUT
 from assay.runner.summary import PASS_THRESHOLD, RunSummary
@@ -91,7 +92,7 @@ LISTED_ON_TERMINAL = 5
 
 def _failure_line(failure: Mapping[str, Any]) -> str:
     """ "row 79 (id r79): generated_text: must not be empty"."""
-    named = f" (id {failure['id']})" if failure.get("id") is not None else ""
+    named = f" (id {id_text(failure['id'])})" if failure.get("id") is not None else ""
     return (
         f"row {failure.get('row')}{named}: {failure.get('field', 'row')}: {failure.get('message')}"
     )

@@ -24,7 +24,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from assay.runner.output import scorer_results
+from assay.runner.output import id_text, scorer_results
 from assay.schema import RequestValidationError
 from assay.stats import UNIT_SCALE, ScoreScale
 
@@ -253,7 +253,7 @@ def xml_text(text: str) -> str:
 def _case_name(line: Mapping[str, Any]) -> str:
     row_id, row = line.get("id"), line.get("row")
     if row_id not in (None, ""):
-        return str(row_id)
+        return id_text(row_id)
     return f"row {row}" if row is not None else "row"
 
 

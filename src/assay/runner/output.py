@@ -23,6 +23,17 @@ RECORD_COLUMN = "record"
 NOT_SCORERS = frozenset({"row", "id", "error"})
 
 
+def id_text(value: Any) -> str:
+    """A row's `id` as text for names and messages: text as it is, anything else as JSON
+    (a Parquet struct id reads `{"a": 1}`, not Python's `{'a': 1}`)."""
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, ensure_ascii=False, sort_keys=True)
+    except (TypeError, ValueError):
+        return str(value)
+
+
 def is_scored_result(value: Any) -> bool:
     """True for a scorer's result object: a dict whose `score` is a number (not a bool)."""
     if not isinstance(value, Mapping):
