@@ -251,6 +251,14 @@ async def test_retry_failed_refuses_an_input_whose_rows_moved(tmp_path: Path) ->
     moved[4]["context"] = ["Guide 4: a different document altogether."]
     write_jsonl(data, moved)  # the bad row fixed, but a scored row's documents changed
     await refused("row 5 has another context")
+    # A scored row broken, or stripped of a text, was let through with its old scores.
+    write_jsonl(data, make_rows(6))
+    data.write_text(data.read_text().replace(json.dumps(make_rows(6)[1]), "this is not json"))
+    await refused("row 2 can no longer be read")
+    stripped = make_rows(6)
+    del stripped[1]["generated_text"]
+    write_jsonl(data, stripped)
+    await refused("row 2 has lost its generated_text")
     # Fixed in place, the retry goes ahead.
     write_jsonl(data, make_rows(6))
     summary, retried = await retry_failed_async(data, out, scorer, RunOptions())

@@ -146,10 +146,14 @@ def check_same_rows(
         number, fields = row
         if int(line["row"]) != number:
             refuse(f"row {number} of the input is row {line['row']} of the output")
-        if number in failed or not isinstance(fields, Mapping):
+        if number in failed:
             continue
+        if not isinstance(fields, Mapping):  # it was scored, so it could be read then
+            refuse(f"row {number} can no longer be read")
         for name in sources:  # texts only: other values may be normalised (NaN written as null)
             given, kept = _text(fields.get(sources[name])), _text(line.get(name))
+            if kept is not None and given is None and fields.get(sources[name]) is None:
+                refuse(f"row {number} has lost its {name}")
             if given is not None and kept is not None and given != kept:
                 refuse(f"row {number} has another {name}")
 
