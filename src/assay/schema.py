@@ -111,11 +111,18 @@ def _not_json(value: Any) -> str | None:
 
 
 def _unencodable(text: str) -> str | None:
-    if "\x00" in text:
+    nul = text.find("\x00")
+    if nul >= 0:
         return (
-            f"holds a NUL character (U+0000 at character {text.index(chr(0))}), which storage "
-            "cannot keep; remove it"
+            f"holds a NUL character (U+0000 at character {nul}), which storage cannot keep; "
+            "remove it"
         )
+    return utf8_problem(text)
+
+
+def utf8_problem(text: str) -> str | None:
+    """What stops `text` being encoded as UTF-8 (a lone surrogate, or bytes that were not UTF-8
+    read as surrogate escapes), or None."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as error:

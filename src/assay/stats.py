@@ -85,10 +85,6 @@ class ScoreScale:
         """The score a share of the way from `low` to `high`."""
         return self.low + (self.high - self.low) * share
 
-    def share(self, score: float) -> float:
-        """Where `score` lies from `low` (0) to `high` (1)."""
-        return (score - self.low) / (self.high - self.low)
-
     def label(self, value: float) -> str:
         """A band edge as written: one decimal on [0, 1] (0.7), else as short as exact."""
         return f"{value:.1f}" if self.is_unit else f"{round(value, 4):g}"

@@ -264,8 +264,10 @@ def compare(
         for name, (score, labels) in _scores(line).items():
             if name not in before:
                 continue
-            mark = marks.get(name, ScoreScale.of(line[name]).at(PASS_THRESHOLD))
-            tally = tallies.setdefault(name, _Tally(mark))
+            tally = tallies.get(name)
+            if tally is None:  # the pass mark on the scorer's own range, read once
+                mark = marks.get(name, ScoreScale.of(line[name]).at(PASS_THRESHOLD))
+                tally = tallies[name] = _Tally(mark)
             old_score, old_labels = before[name]
             if score is None or old_score is None:
                 tally.errored += 1

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-from assay.schema import RepeatedKeyError, RequestValidationError, unique_keys
+from assay.schema import RepeatedKeyError, RequestValidationError, unique_keys, utf8_problem
 
 #: File extensions read as JSON Lines; one JSON object per line.
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
@@ -139,8 +139,8 @@ def _parse_json_line(raw_line: bytes, line_number: int) -> dict[str, Any] | Exce
     return value
 
 
-#: The fields a request item reads (`runner.rows.REQUEST_FIELDS`; that module imports this one).
-_REQUEST_FIELDS = frozenset({"user_query", "context", "generated_text", "config"})
+#: The fields of a row that a request item reads (`runner.rows.build_request`).
+REQUEST_FIELDS = ("user_query", "context", "generated_text", "config")
 
 #: Python's csv module refuses a cell over 131,072 characters and ends the whole run; cells are
 #: held to the request limits per row instead (a too-long text rejects its row, named).
@@ -184,7 +184,9 @@ def _csv_fields(record: dict[str | Any, str | Any]) -> dict[str, Any] | Exceptio
     for name, cell in record.items():
         if name is None:
             continue  # the extra cells
-        if not_utf8 is None and not _utf8(name, cell):
+        if not_utf8 is None and any(
+            isinstance(text, str) and utf8_problem(text) for text in (name, cell)
+        ):
             not_utf8 = str(name)
         # CSV has no null: an empty (or absent) cell means the field is not given.
         if cell is None or cell == "":
@@ -205,17 +207,6 @@ def _csv_fields(record: dict[str | Any, str | Any]) -> dict[str, Any] | Exceptio
     if problems:
         return UnreadableRow(*problems[0], fields)
     return fields
-
-
-def _utf8(*texts: Any) -> bool:
-    """False when a text holds bytes that were not UTF-8 (read as surrogate escapes)."""
-    try:
-        for text in texts:
-            if isinstance(text, str):
-                text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _csv_context(cell: str) -> str | list[str]:
@@ -260,7 +251,7 @@ def _read_parquet(path: Path) -> Iterator[Row]:
                 {
                     name: value
                     for name, value in record.items()
-                    if value is not None or name not in _REQUEST_FIELDS
+                    if value is not None or name not in REQUEST_FIELDS
                 },
             )
 

@@ -152,7 +152,7 @@ def check_same_rows(
             refuse(f"row {number} can no longer be read")
         for name in sources:  # texts only: other values may be normalised (NaN written as null)
             given, kept = _text(fields.get(sources[name])), _text(line.get(name))
-            if kept is not None and given is None and fields.get(sources[name]) is None:
+            if kept is not None and fields.get(sources[name]) is None:
                 refuse(f"row {number} has lost its {name}")
             if given is not None and kept is not None and given != kept:
                 refuse(f"row {number} has another {name}")

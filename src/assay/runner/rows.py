@@ -20,11 +20,10 @@ from assay.detectors.evaluate import check_encodable, detect_items, parse_item
 from assay.judges import judge_names
 from assay.judges.usage import collect_usage, item_key
 from assay.runner.columns import LINE_KEYS, check_detector_columns
-from assay.runner.io import Row, UnreadableRow
+from assay.runner.io import REQUEST_FIELDS, Row, UnreadableRow
 from assay.schema import DetectRequestItem, MustCompute, RequestValidationError
 
 #: Row fields sent to the detectors; every other column is passed through to the output only.
-REQUEST_FIELDS = ("user_query", "context", "generated_text", "config")
 #: Request fields an output line carries, as they were scored.
 TEXT_FIELDS = ("user_query", "context", "generated_text")
 #: Keys of an output line that no passed-through column may take.
@@ -45,11 +44,9 @@ def _given(value: Any) -> bool:
 def _supplied(value: Any) -> bool:
     """Given, or given as something other than text (a number, an object): the detector is then
     asked for, so that validation names the field's type instead of "no detector applies"."""
-    if value is None or isinstance(value, str | list):
-        return _given(value) or (
-            isinstance(value, list) and not all(isinstance(v, str) for v in value)
-        )
-    return True
+    if isinstance(value, list):
+        return _given(value) or not all(isinstance(v, str) for v in value)
+    return _given(value) if isinstance(value, str) else value is not None
 
 
 def applicable_detectors(fields: Mapping[str, Any]) -> list[str]:
