@@ -168,6 +168,26 @@ def test_lowest_rows_keep_the_worst_scores_and_the_earliest_row_among_ties() -> 
     assert [text for text, _, _ in lowest[0].failed] == OUTPUT_RELEVANCE
 
 
+def test_for_an_error_rate_the_worst_rows_are_the_highest_scores() -> None:
+    # `"inverted": true` (a metric's error rate): higher is worse, so the report lists the highest.
+    scores = [0.0, 0.9, 0.2, 0.9, 0.5, 1.0, 0.1, 0.7]
+    lines = [
+        {"row": n, "m": {"score": s, "inverted": True, "instructions_list": []}}
+        for n, s in enumerate(scores)
+    ]
+
+    tally = collect(lines).scorers["m"]
+
+    assert tally.inverted
+    assert [(r.score, r.row) for r in tally.lowest_rows()] == [
+        (1.0, 5),
+        (0.9, 1),
+        (0.9, 3),
+        (0.7, 7),
+        (0.5, 4),
+    ]
+
+
 def test_page_charts_carry_the_numbers_and_user_text_is_escaped() -> None:
     lines = [
         {

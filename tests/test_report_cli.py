@@ -314,8 +314,14 @@ def test_a_parquet_output_reports_the_same_numbers_as_its_jsonl(
     parquet = tmp_path / "rows.scored.parquet"
     pq.write_table(pa.table({"record": [json.dumps(line) for line in lines]}), parquet)
 
-    result = assay("report", str(parquet))
+    beside = tmp_path / "rows.scored.jsonl"
+    beside.write_text(scored.read_text(encoding="utf-8"), encoding="utf-8")
+
+    result, of_jsonl = assay("report", str(parquet)), assay("report", str(beside))
 
     assert result.returncode == 0, result.stderr
+    assert of_jsonl.returncode == 0, of_jsonl.stderr
+    # Two pages, one per output: the Parquet's keeps its extension in the name.
+    assert (tmp_path / "rows.scored.parquet.report.html").is_file()
     assert (tmp_path / "rows.scored.report.html").is_file()
     assert collect(lines_of(parquet)).means() == collect(lines).means()

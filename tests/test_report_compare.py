@@ -80,6 +80,23 @@ def test_rows_without_ids_pair_by_row_number_and_unpaired_rows_are_counted() -> 
     assert change.pass_mark == 0.9 and change.regressed == 1
 
 
+def test_for_an_error_rate_a_row_passes_at_or_below_the_mark_and_rising_is_a_regression() -> None:
+    def rate(row: int, score: float) -> dict[str, Any]:
+        result = {"score": score, "score_range": [0, 100], "inverted": True}
+        return {"row": row, "m": {**result, "instructions_list": []}}
+
+    # Error rates on 0-100: a row passes at 30 or less (0.7 of the way from the worst end).
+    baseline = [rate(1, 10), rate(2, 50), rate(3, 30), rate(4, 60)]
+    candidate = [rate(1, 40), rate(2, 20), rate(3, 30), rate(4, 70)]
+
+    [change] = compare(baseline, candidate, ("a", "b")).scorers
+
+    assert change.pass_mark == 30
+    assert (change.regressed, change.improved) == (1, 1)
+    assert [f.row for f in change.regressed_rows] == [1]
+    assert [f.row for f in change.improved_rows] == [2]
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """The example rows scored by a real `assay run` on the embedded judge (the baseline), and

@@ -142,3 +142,16 @@ def test_a_rate_interval_over_many_rows_is_the_row_bootstrap_where_it_is_wider()
     wilson = stats.wilson_interval(0.5, 120)
     assert interval.low < wilson[0] and interval.high > wilson[1]
     assert stats.ratio_interval({}) is None
+
+
+def test_a_score_scale_reads_range_and_direction_from_a_result() -> None:
+    plain = stats.ScoreScale.of({"score": 0.5})
+    assert plain == stats.UNIT_SCALE and plain.passes(0.7, 0.7) and not plain.passes(0.69, 0.7)
+    rate = stats.ScoreScale.of({"score_range": [0, 10], "inverted": True})
+    assert (rate.low, rate.high, rate.inverted) == (0.0, 10.0, True)
+    assert rate.pass_mark(0.7) == pytest.approx(3.0) and rate.pass_label(0.7) == "≤ 3"
+    assert rate.passes(3.0, 0.7) and not rate.passes(3.5, 0.7)
+    assert sorted([2.0, 9.0, 5.0], key=rate.worse_first) == [9.0, 5.0, 2.0]
+    # A range that makes no sense is read as [0, 1]; the direction is kept.
+    odd = stats.ScoreScale.of({"score_range": [5, 1], "inverted": True})
+    assert (odd.low, odd.high, odd.inverted) == (0.0, 1.0, True)

@@ -60,26 +60,48 @@ class CalibrationBin:
 class ScoreScale:
     """The range a scorer's scores run over: [0, 1] for every detector; a metric's config may
     map its scores onto another range (`llm.ood_detection`'s `min` and `max`), which its results
-    then carry as `score_range`. Histograms, pass marks and gate thresholds follow the range."""
+    then carry as `score_range`, and may invert them into an error rate (`"inverted": true`:
+    higher is worse). Histograms, pass marks, gate thresholds and "worst rows" follow both."""
 
     low: float = 0.0
     high: float = 1.0
+    inverted: bool = False
 
     @classmethod
     def of(cls, result: Mapping[str, object]) -> ScoreScale:
-        """The range a result says its score is on (`score_range`: [low, high]); [0, 1] when it
-        says none or something unusable."""
+        """The range a result says its score is on (`score_range`: [low, high]; [0, 1] when it
+        says none or something unusable) and whether it says higher is worse (`inverted`)."""
+        inverted = result.get("inverted") is True
         given = result.get("score_range")
         if isinstance(given, list | tuple) and len(given) == 2:
             low, high = given
             numbers = all(isinstance(x, int | float) and not isinstance(x, bool) for x in given)
             if numbers and math.isfinite(low) and math.isfinite(high) and low < high:
-                return cls(float(low), float(high))
-        return cls()
+                return cls(float(low), float(high), inverted)
+        return cls(inverted=inverted)
 
     @property
     def is_unit(self) -> bool:
         return (self.low, self.high) == (0.0, 1.0)
+
+    def pass_mark(self, share: float) -> float:
+        """The score a row must reach to pass when passing means `share` of the way to the best
+        score: `at(share)`, or for an error rate `at(1 - share)`, which a row must not exceed."""
+        # Rounded so float dust (1 - 0.7 = 0.30000000000000004) cannot fail a row exactly on it.
+        return round(self.at(1.0 - share if self.inverted else share), 9)
+
+    def passes(self, score: float, share: float) -> bool:
+        """Whether `score` is at least as good as the pass mark for `share` (see `pass_mark`)."""
+        mark = self.pass_mark(share)
+        return score <= mark if self.inverted else score >= mark
+
+    def pass_label(self, share: float) -> str:
+        """The pass mark as a reader sees it: "≥ 0.7", or "≤ 30" for an error rate on 0–100."""
+        return f"{'≤' if self.inverted else '≥'} {self.label(self.pass_mark(share))}"
+
+    def worse_first(self, score: float) -> float:
+        """A sort key that puts worse scores first: the score, or its negation for an error rate."""
+        return -score if self.inverted else score
 
     def at(self, share: float) -> float:
         """The score a share of the way from `low` to `high`."""

@@ -218,7 +218,13 @@ def test_a_rescaled_score_is_gated_binned_and_reported_on_its_own_range(
     assert gated.returncode == 2 and "sets inverted: true" in gated.stderr
     inverted = run_metric(data, config, out, "--overwrite")
     assert inverted.returncode == 0, inverted.stderr
+    errors = [line["llm.ood_detection"]["score"] for line in iter_output_lines(out)]
     assert all(line["llm.ood_detection"]["inverted"] is True for line in iter_output_lines(out))
+    # The summary passes a row at an error rate of at most 30 (the 0.7 mark from the best end).
+    numbers = json.loads(Path(f"{out}.summary.json").read_text())["scorers"]["llm.ood_detection"]
+    assert numbers["pass_mark"] == 30
+    assert numbers["share_passing"] == round(sum(e <= 30 for e in errors) / len(errors), 4)
+    assert "(≤ 30)" in inverted.stdout
     refused = assay("report", str(out), "--fail-under", "llm.ood_detection=50")
     assert refused.returncode == 2 and "sets inverted: true" in refused.stderr
 

@@ -34,8 +34,9 @@ def print_run_summary(summary: RunSummary) -> None:
     table.add_column("scorer", style="bold")
     table.add_column("scored", justify="right")
     table.add_column("mean score", justify="right")
-    # A metric whose config rescales its score passes at the same share of its own range.
-    unit = all(numbers.scale.is_unit for numbers in summary.detectors.values())
+    # A metric whose config rescales or inverts its score passes at the same share of its own
+    # range, counted from its best end.
+    unit = all(n.scale.is_unit and not n.scale.inverted for n in summary.detectors.values())
     table.add_column(f"score ≥ {PASS_THRESHOLD}" if unit else "passing", justify="right")
     table.add_column("errored", justify="right")
     rates = Table(title="instruction pass rates")
@@ -48,7 +49,7 @@ def print_run_summary(summary: RunSummary) -> None:
             str(numbers.rows_scored),
             "–" if numbers.mean_score is None else f"{numbers.mean_score:.3f}",
             _percent(numbers.share_passing)
-            + ("" if unit else f" (≥ {numbers.scale.label(numbers.scale.at(PASS_THRESHOLD))})"),
+            + ("" if unit else f" ({numbers.scale.pass_label(PASS_THRESHOLD)})"),
             Text(str(numbers.rows_errored), style="red" if numbers.rows_errored else ""),
         )
         for check, rate in numbers.instruction_pass_rates().items():

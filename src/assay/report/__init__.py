@@ -34,5 +34,8 @@ __all__ = [
 
 def default_report_path(output: Path) -> Path:
     """Where `assay report OUTPUT` writes its page by default: next to OUTPUT, as
-    `<name without extension>.report.html` (`run.scored.jsonl` -> `run.scored.report.html`)."""
-    return output.with_name(output.stem + ".report.html")
+    `<name without .jsonl>.report.html` (`run.scored.jsonl` -> `run.scored.report.html`); any
+    other extension stays in the name (`run.scored.parquet` -> `run.scored.parquet.report.html`),
+    so the reports of a JSONL and a Parquet output of one name do not overwrite each other."""
+    name = output.stem if output.suffix.lower() == ".jsonl" else output.name
+    return output.with_name(name + ".report.html")

@@ -149,8 +149,8 @@ class ScorerTally:
     instructions: instruction text -> its counts, in the order first seen.
     ood: for a metric whose results carry judged `cases` (llm.ood_detection), its own tally:
         the 4-way table, error rates and failing cases.
-    scale: the range the scores run over, as the first scored result says.
-    inverted: whether that result says its score is an error rate (`"inverted": true`).
+    scale: the range the scores run over, and whether higher is worse (`"inverted": true`: an
+        error rate), as the first scored result says.
     """
 
     name: str
@@ -161,9 +161,9 @@ class ScorerTally:
     instructions: dict[str, InstructionTally] = field(default_factory=dict)
     ood: OODTally | None = None
     scale: ScoreScale = UNIT_SCALE
-    inverted: bool = False
-    # Bounded heap of the lowest-scoring rows as (-score, -row order, example): its top is the
-    # entry to drop first, the highest score and, among equal scores, the latest row.
+    # Bounded heap of the worst-scoring rows (the lowest; the highest for an error rate) as
+    # (-badness, -row order, example), badness = `scale.worse_first(score)`: its top is the
+    # entry to drop first, the best score and, among equal scores, the latest row.
     _lowest: list[tuple[float, int, ExampleRow]] = field(default_factory=list)
 
     @property
@@ -174,8 +174,14 @@ class ScorerTally:
     def rows_errored(self) -> int:
         return sum(self.errors.values())
 
+    @property
+    def inverted(self) -> bool:
+        """Whether the scores are an error rate (higher is worse)."""
+        return self.scale.inverted
+
     def lowest_rows(self) -> list[ExampleRow]:
-        """The kept low-scoring rows, lowest score first (earlier rows first on ties)."""
+        """The kept worst-scoring rows, worst first (earlier rows first on ties): the lowest
+        scores, or the highest for an error rate."""
         return [entry[2] for entry in sorted(self._lowest, key=lambda e: (-e[0], -e[1]))]
 
     def add(self, result: Mapping[str, Any], gold: bool | None, line: Mapping[str, Any]) -> None:
@@ -184,7 +190,6 @@ class ScorerTally:
         score = round(float(result["score"]), 4)
         if not self.scores:
             self.scale = ScoreScale.of(result)
-            self.inverted = result.get("inverted") is True
         self.scores[score] += 1
         if gold is not None:
             (self.positive if gold else self.negative)[score] += 1
@@ -210,10 +215,11 @@ class ScorerTally:
 
     def _is_low(self, score: float) -> bool:
         # Cheap test first, so the row's text is copied only when it will be kept.
-        return len(self._lowest) < WORST_ROWS or (-score, -self.rows_scored) > self._lowest[0][:2]
+        badness = self.scale.worse_first(score)
+        return len(self._lowest) < WORST_ROWS or (-badness, -self.rows_scored) > self._lowest[0][:2]
 
     def _keep(self, example: ExampleRow) -> None:
-        key = (-example.score, -self.rows_scored, example)
+        key = (-self.scale.worse_first(example.score), -self.rows_scored, example)
         if len(self._lowest) < WORST_ROWS:
             heapq.heappush(self._lowest, key)
         else:

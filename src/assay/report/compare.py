@@ -75,7 +75,8 @@ class ScorerChange:
     """One scorer's comparison.
 
     pairs: rows scored in both runs; errored: rows paired but errored in either run.
-    pass_mark: the score a row must reach to pass (for flips).
+    pass_mark: the score a row must reach to pass (for flips); for an error rate (`inverted`),
+        the score it must not exceed.
     regressed / improved: how many rows went from pass to fail / fail to pass, and the first
         `LISTED_FLIPS` of each.
     """
@@ -215,6 +216,7 @@ class _Pairing:
 @dataclass
 class _Tally:
     pass_mark: float
+    inverted: bool = False  # an error rate: a row passes at or below the mark
     differences: Counter[float] = field(default_factory=Counter)
     baseline_total: float = 0.0
     candidate_total: float = 0.0
@@ -266,8 +268,9 @@ def compare(
                 continue
             tally = tallies.get(name)
             if tally is None:  # the pass mark on the scorer's own range, read once
-                mark = marks.get(name, ScoreScale.of(line[name]).at(PASS_THRESHOLD))
-                tally = tallies[name] = _Tally(mark)
+                scale = ScoreScale.of(line[name])
+                mark = marks.get(name, scale.pass_mark(PASS_THRESHOLD))
+                tally = tallies[name] = _Tally(mark, scale.inverted)
             old_score, old_labels = before[name]
             if score is None or old_score is None:
                 tally.errored += 1
@@ -309,7 +312,10 @@ def _count(
         totals = tally.label_totals.setdefault(instruction, [0, 0])
         totals[0] += before
         totals[1] += label
-    passed_before, passes_now = old_score >= tally.pass_mark, score >= tally.pass_mark
+    if tally.inverted:
+        passed_before, passes_now = old_score <= tally.pass_mark, score <= tally.pass_mark
+    else:
+        passed_before, passes_now = old_score >= tally.pass_mark, score >= tally.pass_mark
     if passed_before == passes_now:
         return
     listed, counter = (

@@ -48,7 +48,8 @@ class DetectorSummary:
     rows_scored: rows with a result (errored rows excluded).
     rows_errored: rows where the detector returned an error object instead of a result.
     score_total: sum of scores over scored rows.
-    rows_passing: scored rows with score >= PASS_THRESHOLD.
+    rows_passing: scored rows with score >= PASS_THRESHOLD (on the scorer's range; for an
+        error rate, at most the mark as far from the worst score: `ScoreScale.passes`).
     followed / answered: per instruction (short form, e.g. "core_intent"), how many scored rows
         had label true / had the instruction at all.
     errors_by_kind: errored rows per error kind (e.g. "timeout", "transport").
@@ -83,7 +84,7 @@ class DetectorSummary:
             self.scale = ScoreScale.of(result)
         self.rows_scored += 1
         self.score_total += score
-        self.rows_passing += score >= self.scale.at(PASS_THRESHOLD)
+        self.rows_passing += self.scale.passes(score, PASS_THRESHOLD)
         self.score_tally[score] = self.score_tally.get(score, 0) + 1
         short_forms = _short_forms(self.name)
         for entry in result.get("instructions_list", []):
@@ -119,6 +120,8 @@ class DetectorSummary:
             if interval
             else None,
             "share_passing": self.share_passing,
+            # what share_passing counts: score >= this, or <= it for an error rate (`inverted`)
+            "pass_mark": round(self.scale.pass_mark(PASS_THRESHOLD), 4),
             "score_histogram": {
                 f"{self._edge(band)}-{self._edge(band + 1)}": count
                 for band, count in enumerate(histogram(self.score_tally, SCORE_BANDS, self.scale))
