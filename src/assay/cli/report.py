@@ -102,7 +102,9 @@ def report_command(
     html: Annotated[
         Path | None,
         typer.Option(
-            "--html", metavar="FILE", help="HTML file to write (default: <output without .jsonl>.report.html)."
+            "--html",
+            metavar="FILE",
+            help="HTML file to write (default: <output without .jsonl>.report.html).",
         ),
     ] = None,
     label_column: Annotated[
