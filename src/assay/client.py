@@ -50,6 +50,7 @@ from assay.schema import DetectorFailed, DetectRequestItem, RequestValidationErr
 from assay.transport import (
     APIConnectionError,
     APIError,
+    APITimeoutError,
     NotFoundError,
     classify,
     decoded_body,
@@ -82,6 +83,9 @@ T = TypeVar("T")
 
 
 # --- responses ----------------------------------------------------------------------------------
+
+#: Seconds a poll of `jobs.wait` may run past the wait's end.
+JOB_POLL_GRACE = 1.0
 
 
 def _response_items(body: Any) -> DetectResponse:
@@ -316,13 +320,26 @@ class _ClientBase:
             raise ValueError("timeout and poll_interval must be positive seconds")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
+        seen: Job | None = None
         while True:
-            job = await self._retrieve_job(job_id)
+            # Each poll, retries included, ends with the wait (plus a grace, so the poll made
+            # at the deadline can still see the job finish): a server that does not answer
+            # cannot stretch the wait to several request timeouts.
+            try:
+                async with asyncio.timeout_at(max(deadline, loop.time() + JOB_POLL_GRACE)):
+                    seen = await self._retrieve_job(job_id)
+            except TimeoutError:
+                if seen is not None:
+                    raise JobWaitTimeout(seen, timeout) from None
+                raise APITimeoutError(
+                    f"job {job_id[:64]!r}: the server did not answer within the wait's "
+                    f"{timeout:g} s"
+                ) from None
             left = deadline - loop.time()
-            if job.finished:
-                return job
+            if seen.finished:
+                return seen
             if left <= 0:
-                raise JobWaitTimeout(job, timeout)
+                raise JobWaitTimeout(seen, timeout)
             await asyncio.sleep(min(poll_interval, left))
 
     async def _publish(

@@ -159,7 +159,10 @@ def url_problem(url: str) -> str | None:
 
 def transport_error(error: httpx.TransportError) -> APIError:
     if isinstance(error, httpx.TimeoutException):
-        failure: APIError = APITimeoutError(f"request timed out: {error}")
+        # httpx's timeouts often carry no text of their own.
+        failure: APIError = APITimeoutError(
+            f"request timed out: {error or 'no answer within the client timeout'}"
+        )
     elif isinstance(error, httpx.LocalProtocolError | httpx.UnsupportedProtocol):
         failure = APIConnectionError(
             f"could not send the request (check base_url and auth_header): {error}"

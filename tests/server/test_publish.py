@@ -566,3 +566,18 @@ def test_a_nul_character_is_refused_by_every_route_that_could_store_it(
     assert "items[0].generated_text" in response.json()["message"]
     assert "U+0000" in response.json()["message"]
     assert live_server.get("/v1/applications").json() == []  # nothing stored, no job queued
+
+
+@both_backends
+def test_a_nul_character_in_a_url_is_a_422_on_every_backend(live_server: LiveServer) -> None:
+    # PostgreSQL cannot compare against U+0000 (a job id or a model filter holding one answered
+    # 500 there, and 404 or 200 on SQLite): every route refuses it the same way.
+    for path, name in (
+        ("/v1/jobs/a%00b", "job_id"),
+        ("/v1/applications/shop/detections?model=%00", "model"),
+        ("/v1/applications/shop/metrics?detector=output_relevance&model=m%00", "model"),
+        ("/v1/applications/sh%00op/detections", "name"),
+    ):
+        response = live_server.get(path)
+        assert response.status_code == 422, (path, response.text)
+        assert response.json()["message"] == f"{name}: holds a NUL character (U+0000); remove it"

@@ -3,7 +3,7 @@
  * published snippets run against Assay with only the import line changed.
  */
 
-import { AssayError, JobWaitTimeoutError } from "./errors.js";
+import { APITimeoutError, AssayError, JobWaitTimeoutError } from "./errors.js";
 import {
   toRequestItem,
   type DetectConfig,
@@ -12,7 +12,15 @@ import {
 } from "./params.js";
 import type { JobStatus } from "./jobs.js";
 import type { DetectResponseItem } from "./results.js";
-import { requestJSON, sleep, type RequestOptions, type Transport } from "./transport.js";
+import {
+  checkedOption,
+  MAX_TIMER_MS,
+  requestJSON,
+  sleep,
+  type RequestOptions,
+  type ShapeCheck,
+  type Transport,
+} from "./transport.js";
 import type { DetectRequestItem } from "./wire.js";
 
 /** Where the client looks for the server when `baseURL` is not given. */
@@ -29,6 +37,8 @@ export const DEFAULT_MAX_RETRIES = 2;
 export const DEFAULT_JOB_WAIT_TIMEOUT_MS = 60_000;
 /** Milliseconds between `jobs.wait`'s polls by default (the Python client's 0.5 s). */
 export const DEFAULT_JOB_POLL_INTERVAL_MS = 500;
+/** How long a poll of `jobs.wait` may run past the wait's end (the Python client's 1 s). */
+export const JOB_POLL_GRACE_MS = 1_000;
 
 /** Options of `client.jobs.wait`. */
 export interface JobWaitOptions {
@@ -97,20 +107,6 @@ function checkedAuthHeader(header: string | undefined): string | undefined {
   return trimmed;
 }
 
-/** `value` if it is a finite number, above zero (timeouts) or a whole number >= 0 (retries). */
-function checkedOption(name: "timeout" | "maxRetries", value: number): number {
-  const wholeCount = name === "maxRetries";
-  const valid =
-    typeof value === "number" &&
-    Number.isFinite(value) &&
-    (wholeCount ? Number.isInteger(value) && value >= 0 : value > 0);
-  if (!valid) {
-    const expected = wholeCount ? "a whole number >= 0" : "a number of milliseconds > 0";
-    throw new AssayError(`${name}: expected ${expected}, got ${String(value)}`);
-  }
-  return value;
-}
-
 /** `value` if it is a number above zero (Infinity included: wait without end); NaN is not. */
 function checkedWaitOption(name: "timeoutMs" | "pollIntervalMs", value: number): number {
   if (!(typeof value === "number" && value > 0)) {
@@ -130,6 +126,36 @@ function authHint(authHeader: string | undefined): string {
   return "";
 }
 
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/** `/v2/detect` answers a list of objects, one per item (a single object is read as one). */
+const detectAnswer: ShapeCheck = (json) =>
+  isObject(json) || (Array.isArray(json) && json.every(isObject))
+    ? undefined
+    : "something other than a JSON array of objects";
+
+/** A job is an object whose `state` is text. */
+const jobAnswer: ShapeCheck = (json) =>
+  isObject(json) && typeof json["state"] === "string"
+    ? undefined
+    : "something other than a job (a JSON object with a state)";
+
+/** The URL path of a job: an AssayError for a missing id (it would fetch `/v1/jobs/`) or one
+ * no URL can carry (a lone surrogate). */
+function jobPath(jobId: unknown): string {
+  if (typeof jobId !== "string" || jobId === "") {
+    const got = typeof jobId === "string" ? '""' : String(jobId);
+    throw new AssayError(`jobId: expected the job_id text a detect call returned, got ${got}`);
+  }
+  try {
+    return `/v1/jobs/${encodeURIComponent(jobId)}`;
+  } catch {
+    throw new AssayError("jobId: holds a lone surrogate, which no URL can carry");
+  }
+}
+
 /** `client.inference`: the raw `/v2/detect` call, taking wire (snake_case) items. */
 export class Inference {
   constructor(private readonly transport: Transport) {}
@@ -141,12 +167,20 @@ export class Inference {
    * @param options per-request timeout, retries or abort signal.
    * @returns one response item per request item, in order.
    */
-  detect(
+  async detect(
     body: DetectRequestItem[] | DetectRequestItem,
     options?: RequestOptions,
   ): Promise<DetectResponseItem[]> {
     const items = Array.isArray(body) ? body : [body];
-    return requestJSON<DetectResponseItem[]>(this.transport, "POST", "/v2/detect", items, options);
+    const answer = await requestJSON<DetectResponseItem[] | DetectResponseItem>(
+      this.transport,
+      "POST",
+      "/v2/detect",
+      items,
+      options,
+      detectAnswer,
+    );
+    return Array.isArray(answer) ? answer : [answer];
   }
 }
 
@@ -161,14 +195,9 @@ export class Jobs {
    * @param options per-request timeout, retries or abort signal.
    * @throws NotFoundError when the server knows no such job.
    */
-  retrieve(jobId: string, options?: RequestOptions): Promise<JobStatus> {
-    return requestJSON<JobStatus>(
-      this.transport,
-      "GET",
-      `/v1/jobs/${encodeURIComponent(jobId)}`,
-      undefined,
-      options,
-    );
+  async retrieve(jobId: string, options?: RequestOptions): Promise<JobStatus> {
+    const path = jobPath(jobId);
+    return requestJSON<JobStatus>(this.transport, "GET", path, undefined, options, jobAnswer);
   }
 
   /**
@@ -192,11 +221,29 @@ export class Jobs {
       options.pollIntervalMs ?? DEFAULT_JOB_POLL_INTERVAL_MS,
     );
     const deadline = performance.now() + timeoutMs;
+    let seen: JobStatus | undefined;
     for (;;) {
-      const job = await this.retrieve(jobId, { signal: options.signal });
+      // Each poll, retries included, ends with the wait (plus a grace, so the poll made at
+      // the deadline can still see the job finish): a server that stops answering cannot
+      // stretch the wait to several request timeouts.
+      const pollMs = Math.max(deadline - performance.now(), JOB_POLL_GRACE_MS);
+      const cutoff = pollMs < MAX_TIMER_MS ? AbortSignal.timeout(Math.ceil(pollMs)) : undefined;
+      const signals = [options.signal, cutoff].filter((s) => s !== undefined);
+      try {
+        seen = await this.retrieve(jobId, {
+          signal: signals.length > 0 ? AbortSignal.any(signals) : undefined,
+        });
+      } catch (error) {
+        if (!cutoff?.aborted || options.signal?.aborted) throw error;
+        if (seen !== undefined) throw new JobWaitTimeoutError(seen, timeoutMs);
+        throw new APITimeoutError(
+          `job ${JSON.stringify(jobId)}: the server did not answer within the wait's ${timeoutMs} ms`,
+          error,
+        );
+      }
       const left = deadline - performance.now();
-      if (job.state === "done" || job.state === "failed") return job;
-      if (left <= 0) throw new JobWaitTimeoutError(job, timeoutMs);
+      if (seen.state === "done" || seen.state === "failed") return seen;
+      if (left <= 0) throw new JobWaitTimeoutError(seen, timeoutMs);
       await sleep(Math.min(pollIntervalMs, left), options.signal);
     }
   }
@@ -263,7 +310,8 @@ export class Client {
     config?: DetectConfig,
     options?: DetectOptions,
   ): Promise<DetectResponseItem[]>;
-  detect(
+  // async, so that a bad argument is a rejected promise (an AssayError), never a throw.
+  async detect(
     first: DetectParams | string,
     context?: string | string[] | null,
     userQuery?: string | null,

@@ -3,6 +3,7 @@
  * `DetectRequestItem`.
  */
 
+import { AssayError } from "./errors.js";
 import type { DetectorConfig, DetectRequestItem } from "./wire.js";
 
 /** Detector name (e.g. `output_relevance`, `completeness`) to its options. */
@@ -53,7 +54,11 @@ export function snakeCase(key: string): string {
  */
 export function toRequestItem(params: DetectParams): DetectRequestItem {
   if (typeof params !== "object" || params === null || Array.isArray(params)) {
-    throw new TypeError("detect: expected an object like { generatedText, userQuery, config }");
+    throw new AssayError(
+      `detect: expected an object like { generatedText, userQuery, config }, got ${
+        params === null ? "null" : Array.isArray(params) ? "an array" : typeof params
+      }`,
+    );
   }
   const item: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(params)) {

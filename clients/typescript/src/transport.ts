@@ -4,10 +4,10 @@
 
 import {
   APIConnectionError,
+  APIError,
   APITimeoutError,
   AssayError,
   errorForResponse,
-  type APIError,
 } from "./errors.js";
 import { isRetryableStatus, retryDelayMs } from "./retry.js";
 
@@ -41,7 +41,7 @@ interface Retryable {
 }
 
 /** Longest delay `setTimeout` keeps; a longer one would fire at once. */
-const MAX_TIMER_MS = 2 ** 31 - 1;
+export const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /**
  * Wait `milliseconds` (at most about 24.8 days, the longest timer), or reject with the
@@ -68,6 +68,27 @@ export function sleep(milliseconds: number, signal: AbortSignal | undefined): Pr
   });
 }
 
+/**
+ * `value` if it is a finite number, above zero (timeouts) or a whole number >= 0 (retries);
+ * else an AssayError naming the option. Used for the client's settings and per-request ones.
+ */
+export function checkedOption(name: "timeout" | "maxRetries", value: number): number {
+  const wholeCount = name === "maxRetries";
+  const valid =
+    typeof value === "number" &&
+    Number.isFinite(value) &&
+    (wholeCount ? Number.isInteger(value) && value >= 0 : value > 0);
+  if (!valid) {
+    const expected = wholeCount ? "a whole number >= 0" : "a number of milliseconds > 0";
+    throw new AssayError(`${name}: expected ${expected}, got ${String(value)}`);
+  }
+  return value;
+}
+
+/** What is wrong with a success's JSON body for the caller (e.g. "a JSON array of objects"
+ * expected), or undefined when it has the expected shape. */
+export type ShapeCheck = (json: unknown) => string | undefined;
+
 /** The body as JSON, or undefined when it is not JSON (an HTML error page, say). */
 function parseJSON(text: string): { json: unknown } | undefined {
   try {
@@ -85,9 +106,12 @@ function parseJSON(text: string): { json: unknown } | undefined {
  * @param path path below the base URL, starting with `/`.
  * @param body JSON-serialisable request body, or undefined for none.
  * @param options per-request overrides.
- * @throws APIError subclasses: by status for error statuses, APIConnectionError /
- *   APITimeoutError (status undefined) when no answer came, after the retries are used up;
- *   AssayError when a success's body is not JSON.
+ * @param shape checks a success's JSON body (the caller's expected shape).
+ * @throws AssayError naming a bad `timeout` or `maxRetries`, or a body JSON cannot carry
+ *   (a BigInt), before anything is sent; APIError subclasses: by status for error statuses,
+ *   APIConnectionError / APITimeoutError (status undefined) when no answer came, after the
+ *   retries are used up; a plain APIError (with the status and body) when a success's body is
+ *   not JSON or not the expected shape.
  */
 export async function requestJSON<T>(
   transport: Transport,
@@ -95,15 +119,23 @@ export async function requestJSON<T>(
   path: string,
   body: unknown,
   options: RequestOptions = {},
+  shape?: ShapeCheck,
 ): Promise<T> {
-  const maxRetries = options.maxRetries ?? transport.maxRetries;
+  const maxRetries = checkedOption("maxRetries", options.maxRetries ?? transport.maxRetries);
+  const timeout = checkedOption("timeout", options.timeout ?? transport.timeout);
   const url = transport.baseURL + path;
   const headers: Record<string, string> = { accept: "application/json" };
   if (body !== undefined) headers["content-type"] = "application/json";
   if (transport.authHeader !== undefined) headers["authorization"] = transport.authHeader;
-  const payload = body === undefined ? undefined : JSON.stringify(body);
+  let payload: string | undefined;
+  try {
+    payload = body === undefined ? undefined : JSON.stringify(body);
+  } catch (cause) {
+    throw new AssayError(`body: cannot be sent as JSON (${describe(cause)})`, { cause });
+  }
+  const settings = { ...options, timeout };
   for (let retry = 0; ; retry++) {
-    const outcome = await attempt<T>(transport, url, method, headers, payload, options);
+    const outcome = await attempt<T>(transport, url, method, headers, payload, settings, shape);
     if (!("error" in outcome)) return outcome.value;
     if (retry >= maxRetries) throw outcome.error;
     await sleep(retryDelayMs(retry, outcome.headers), options.signal);
@@ -116,11 +148,13 @@ async function attempt<T>(
   method: string,
   headers: Record<string, string>,
   payload: string | undefined,
-  options: RequestOptions,
+  options: RequestOptions & { timeout: number },
+  shape: ShapeCheck | undefined,
 ): Promise<{ value: T } | Retryable> {
-  const timeout = options.timeout ?? transport.timeout;
+  const timeout = options.timeout;
   const controller = new AbortController();
-  const timer = setTimeout(() => controller.abort(), timeout);
+  // A timer past about 24.8 days would fire at once: a longer timeout waits that long.
+  const timer = setTimeout(() => controller.abort(), Math.min(timeout, MAX_TIMER_MS));
   // The caller's signal cancels for good; our own timeout only ends this attempt.
   const signal = options.signal
     ? AbortSignal.any([options.signal, controller.signal])
@@ -141,12 +175,13 @@ async function attempt<T>(
   }
   const parsed = parseJSON(text);
   if (response.ok) {
-    if (parsed === undefined) {
-      throw new AssayError(
-        `${method} ${url}: the server answered ${response.status} with a body that is not JSON`,
-      );
+    const problem =
+      parsed === undefined ? "a body that is not JSON" : (shape?.(parsed.json) ?? undefined);
+    if (problem !== undefined) {
+      const message = `${method} ${url}: the server answered ${response.status} with ${problem}`;
+      throw new APIError(response.status, message, response.headers, parsed?.json ?? text);
     }
-    return { value: parsed.json as T };
+    return { value: parsed!.json as T };
   }
   const hint = response.status === 401 ? transport.authHint : "";
   const body = parsed === undefined ? text : parsed.json;

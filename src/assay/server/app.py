@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from fastapi.openapi.utils import get_openapi
 from pydantic import TypeAdapter
 
@@ -60,6 +60,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
         # call out of a tool that otherwise makes none. /openapi.json opens in any viewer.
         docs_url=None,
         redoc_url=None,
+        dependencies=[Depends(read.refuse_nul_in_url)],
     )
     app.state.settings = settings
     app.state.store = Store(settings.database_url, settings.database_pool_size)

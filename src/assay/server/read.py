@@ -50,6 +50,16 @@ def refuse_repeats(request: Request) -> None:
         raise ServerError(422, f"{repeated[0]}: given more than once; give it once")
 
 
+def refuse_nul_in_url(request: Request) -> None:
+    """422 for a path or query parameter holding a NUL character, on every route (installed
+    app-wide): PostgreSQL cannot compare against one (a 500 there, an empty answer on SQLite),
+    and a result must not depend on the database."""
+    given = [*request.path_params.items(), *request.query_params.multi_items()]
+    for name, value in given:
+        if isinstance(value, str) and "\x00" in value:
+            raise ServerError(422, f"{name}: holds a NUL character (U+0000); remove it")
+
+
 def blank_as_none(value: str | None) -> str | None:
     """A filter left blank (`?model=`) is not given, as in the dashboard's form."""
     return value.strip() or None if value is not None else None
