@@ -183,6 +183,38 @@ def test_a_run_interrupted_while_publishing_continues_and_stores_nothing_twice(
     assert len(stored_items(live_server)) == 2 * 12
 
 
+def test_a_run_scored_without_publish_is_published_later_without_scoring_again(
+    live_server: LiveServer, tmp_path: Path
+) -> None:
+    import subprocess
+
+    data = write_rows(tmp_path / "rows.jsonl", 7)
+    log = tmp_path / "judged.txt"
+    scored = subprocess.run(
+        [*WITH_TEST_JUDGES, "run", str(data), "--judge", "light"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "ASSAY_TEST_JUDGE_LOG": str(log)},
+    )
+    assert scored.returncode == 0, scored.stderr
+    judged = len(log.read_text().splitlines())
+    # --retry-failed with --publish is refused with the way to do it.
+    both = run_publish(data, live_server.url, "--retry-failed")
+    assert both.returncode == 2 and "run the same command with --publish instead" in both.stderr
+
+    published = run_publish(data, live_server.url, log=log)
+
+    assert published.returncode == 0, published.stderr
+    assert "published 7 rows" in published.stdout
+    assert len(log.read_text().splitlines()) == judged  # nothing was scored again
+    assert len(stored_items(live_server)) == 2 * 7
+    # Now the output holds the published run: the same command finds it complete.
+    again = run_publish(data, live_server.url, log=log)
+    assert again.returncode == 0 and "already holds this run" in again.stderr
+    assert len(stored_items(live_server)) == 2 * 7
+
+
 def test_a_wrong_server_url_is_corrected_without_scoring_again(
     live_server: LiveServer, tmp_path: Path
 ) -> None:

@@ -274,7 +274,11 @@ def run_command(
         options = RunOptions(batch_size, stream_batch_size, workers, row_timeout)
         publisher = None
         if publish and retry_failed:
-            raise RequestValidationError("publish", "does not apply with --retry-failed")
+            raise RequestValidationError(
+                "publish",
+                "does not apply with --retry-failed; once the retry is done, run the same "
+                "command with --publish instead of --retry-failed to send the output as it is",
+            )
         if overwrite and retry_failed:
             raise RequestValidationError(
                 "overwrite", "replaces the whole run; --retry-failed rescores its failed rows only"

@@ -362,10 +362,20 @@ async def drive_run(
         this_run = run_fingerprint(input_path, scorer, control)
         checkpoint = resume_checkpoint(checkpoint_path, this_run, input_path, scorer, control)
         keep = control.keep_finished and not control.overwrite
+        publish_only = False
+        recorded_cache: CacheStats | None = None
         if checkpoint is None and output_path.exists() and keep:
             check_run_output(output_path)
             recorded = _recorded_summary(output_path)
-            if finished_fingerprint(output_path, summary=recorded) == this_run:
+            finished = finished_fingerprint(output_path, summary=recorded)
+            unpublished = run_fingerprint(input_path, scorer, RunControl())
+            if control.publisher is not None and finished == unpublished:
+                # This very run, scored before without --publish (or completed by
+                # --retry-failed): publish its output as it is, without scoring it again.
+                sent_to = dict(control.publisher.target)
+                checkpoint = Checkpoint(this_run, finished=True, publish_target=sent_to)
+                publish_only, recorded_cache = True, _recorded_cache_stats(recorded)
+            elif finished == this_run:
                 settings = settings_fingerprint(scorer)
                 summary = write_summary(
                     input_path,
@@ -377,15 +387,17 @@ async def drive_run(
                 )
                 summary.already_complete = True
                 return summary
-            raise RequestValidationError(
-                "out",
-                f"{output_path} holds a finished run; pass --overwrite to replace it, or "
-                "--retry-failed to rescore its failed rows",
-            )
-        await scorer.before_rows()
+            else:
+                raise RequestValidationError(
+                    "out",
+                    f"{output_path} holds a finished run; pass --overwrite to replace it, or "
+                    "--retry-failed to rescore its failed rows",
+                )
+        if checkpoint is None or not checkpoint.finished:  # rows left to score
+            await scorer.before_rows()
         if control.publisher is not None:
             await control.publisher.check()
-        if checkpoint is not None and control.on_resume is not None:
+        if checkpoint is not None and control.on_resume is not None and not publish_only:
             control.on_resume(checkpoint.rows_done)
         target = dict(control.publisher.target) if control.publisher is not None else None
         checkpoint = checkpoint or Checkpoint(this_run, publish_target=target)
@@ -410,7 +422,12 @@ async def drive_run(
                 control.publish_batch_size,
             )
         other_hits, other_misses = elsewhere() if elsewhere else (0, 0)
-        embedding = shared_cache().stats().since(cache_before).plus(other_hits, other_misses)
+        # Publishing alone scored nothing: keep the cache counts of the run that scored the rows.
+        embedding = (
+            recorded_cache
+            if publish_only
+            else shared_cache().stats().since(cache_before).plus(other_hits, other_misses)
+        )
         summary = write_summary(
             input_path,
             output_path,
