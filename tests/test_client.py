@@ -363,6 +363,16 @@ RELEVANCE_CONFIG = {"output_relevance": {"detector_name": "default", "explain": 
         ({"config": {"output_relevance": {"judge": "opneai"}}}, "unknown judge 'opneai'"),
         ({"publish": True, "application_name": "my bot", "model_name": "m"}, "application_name:"),
         ({"publish": True, "application_name": "a", "model_name": "m m"}, "model_name:"),
+        # The function's answer was lost: these failed only on the first call.
+        (
+            {"values_returned": ["generated_text"]},
+            "values_returned: does not name user_query, which the config's detectors need",
+        ),
+        ({"base_url": "ftp://example.org"}, "base_url: 'ftp://example.org' must start with http"),
+        ({"base_url": "http://127.0.0.1:99999"}, "base_url: .*outside 1-65535"),
+        # bool("false") is True: an acknowledgement came back instead of scores.
+        ({"async_mode": "false"}, "async_mode must be True or False, got 'false'"),
+        ({"publish": "false"}, "publish must be True or False, got 'false'"),
     ],
 )
 def test_detect_rejects_bad_arguments(arguments: dict[str, Any], word: str) -> None:
@@ -410,18 +420,23 @@ def test_an_async_results_repr_shows_its_status_once() -> None:
     )
 
 
-def test_detect_wraps_a_single_return_value() -> None:
-    detect = Detect("generated_text", {"completeness": {}})
+def test_detect_wraps_a_single_return_value(stub_server: StubServer) -> None:
+    stub_server.reply(CannedResponse(200, CANNED))
+    # A server's detectors are the server's to know: one may need the answer alone.
+    detect = Detect("generated_text", {"any_server_detector": {}}, base_url=stub_server.url)
     assert detect.request_item((ON_TOPIC,))["generated_text"] == ON_TOPIC
 
     @detect
     def answer() -> str:
         return ON_TOPIC
 
-    # The single value went out as generated_text; completeness still needs a context.
+    text, result = answer()
+    assert text == ON_TOPIC and result.detect_response == CANNED[0]
+    assert stub_server.requests[-1].body[0]["generated_text"] == ON_TOPIC
+    # In-process, completeness needs a context: refused when decorating, not after a call.
     with pytest.raises(RequestValidationError) as caught:
-        answer()
-    assert caught.value.field == "[0].context"
+        Detect("generated_text", {"completeness": {}})
+    assert caught.value.field == "values_returned" and "does not name context" in str(caught.value)
 
 
 def test_detect_rejects_too_few_return_values() -> None:
@@ -905,3 +920,58 @@ def test_a_loader_called_by_threads_at_once_builds_once() -> None:
     assert len(built) == 1
     assert all(value is loaded[0] for value in loaded)
     assert shared_encoder() is shared_encoder()
+
+
+# --- arguments checked where they are given ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"base_url": 8000}, "base_url must be text, got int 8000"),
+        ({"auth_header": 123}, "auth_header must be text, got int 123"),
+    ],
+)
+def test_a_client_names_an_argument_of_the_wrong_type(
+    arguments: dict[str, Any], message: str
+) -> None:
+    # Both were an AttributeError ('int' object has no attribute 'strip').
+    with pytest.raises(ValueError, match=message):
+        Client(**arguments)
+
+
+@pytest.mark.parametrize(("timeout", "poll"), [("5", 0.5), (5, None), (True, 0.5)])
+def test_jobs_wait_names_a_timeout_that_is_not_seconds(timeout: Any, poll: Any) -> None:
+    client = Client(base_url="http://127.0.0.1:9")
+    with pytest.raises(ValueError, match="must be positive seconds, got"):
+        client.jobs.wait("job-1", timeout=timeout, poll_interval=poll)
+
+
+def test_a_server_answering_fewer_items_than_were_sent_is_an_api_error(
+    stub_server: StubServer,
+) -> None:
+    stub_server.reply(CannedResponse(200, []))
+    client = Client(base_url=stub_server.url, max_retries=0)
+    with pytest.raises(APIError, match=r"sent 1 item\(s\), the server answered 0"):
+        client.inference.detect(body=[relevance_item()])
+
+
+def test_a_context_that_is_a_mapping_is_refused_not_judged_by_its_keys() -> None:
+    # list(context) of a dict gave its keys: the values were never read.
+    context = {"Returns are accepted within 30 days.": "Shipping is free over 50 EUR."}
+    with pytest.raises(RequestValidationError) as caught:
+        assay.detect("Returns within 30 days.", user_query="Policy?", context=context)
+    assert caught.value.field == "context"
+    from assay.pytest_plugin import assert_detect
+
+    with pytest.raises(RequestValidationError) as in_test:
+        assert_detect("Returns within 30 days.", user_query="Policy?", context=context)
+    assert in_test.value.field.endswith("context")
+
+
+def test_an_unknown_judge_from_the_environment_names_the_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("ASSAY_JUDGE", "nope")
+    with pytest.raises(ValueError, match=r"unknown judge 'nope' \(from \$ASSAY_JUDGE\)"):
+        assay.detect("An answer.", user_query="A question?")

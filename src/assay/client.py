@@ -187,6 +187,9 @@ class _ClientBase:
             if judge not in judge_names():
                 known = ", ".join(judge_names())
                 raise ValueError(f"unknown judge {judge!r}; known judges: {known}")
+        for name, value in (("auth_header", auth_header), ("base_url", base_url)):
+            if value is not None and not isinstance(value, str):
+                raise ValueError(f"{name} must be text, got {type(value).__name__} {value!r}")
         self.auth_header = auth_header if auth_header is not None else env_auth_header()
         self.base_url = resolve_base_url(base_url)
         self.timeout = timeout
@@ -294,7 +297,13 @@ class _ClientBase:
         # either way and costs no round trip; detector and judge names are the server's to know.
         wire = _wire_items(items)
         parse_items(wire, registry=False)
-        return _response_items(await self._request("POST", DETECT_PATH, wire))
+        response = _response_items(await self._request("POST", DETECT_PATH, wire))
+        if len(response) != len(wire):  # a caller indexing the answer would fail far from here
+            raise APIError(
+                f"sent {len(wire)} item(s), the server answered {len(response)}",
+                body=list(response),
+            )
+        return response
 
     async def _retrieve_job(self, job_id: str) -> Job:
         if not isinstance(job_id, str) or not job_id:
@@ -316,8 +325,10 @@ class _ClientBase:
         return Job(body)
 
     async def _wait_job(self, job_id: str, timeout: float, poll_interval: float) -> Job:
-        if not (timeout > 0 and poll_interval > 0):  # NaN fails too
-            raise ValueError("timeout and poll_interval must be positive seconds")
+        for name, value in (("timeout", timeout), ("poll_interval", poll_interval)):
+            number = isinstance(value, int | float) and not isinstance(value, bool)
+            if not (number and value > 0):  # NaN fails too
+                raise ValueError(f"{name} must be positive seconds, got {value!r}")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         seen: Job | None = None

@@ -23,11 +23,14 @@ from assay.responses import short_result
 from assay.schema import (
     RequestValidationError,
 )
+from assay.transport import url_problem
 
 __all__ = ["RETURNABLE_FIELDS", "Detect", "DetectResult", "detect"]
 
 #: Names a decorated function's return values may be given (`Detect(values_returned=...)`).
 RETURNABLE_FIELDS = ("generated_text", "context", "user_query", "instructions")
+#: The texts among them (what the detectors read).
+_TEXTS = ("generated_text", "user_query", "context")
 P = ParamSpec("P")
 
 
@@ -106,16 +109,33 @@ class Detect:
                 f"must_compute must be 'all_or_none' or 'ignore_failures', got {must_compute!r}"
             )
         self.must_compute = must_compute
-        self.async_mode = bool(async_mode)
-        self.publish = bool(publish) or self.async_mode
+        for flag, value in (("async_mode", async_mode), ("publish", publish)):
+            if not isinstance(value, bool):  # bool("false") is True
+                raise ValueError(f"{flag} must be True or False, got {value!r}")
+        self.async_mode = async_mode
+        self.publish = publish or async_mode
         self.application_name = application_name
         self.model_name = model_name
-        # Everything a call's item holds besides the texts is checked now, as the call would
-        # check it (options, names, judges; detector and judge names only when judged here),
-        # not after the decorated function (an LLM call) has run and its answer is lost.
+        # Everything a call's item holds is checked now, as the call would check it (options,
+        # names, judges, and that values_returned names every text the detectors need; detector
+        # and judge names only when judged here), not after the decorated function (an LLM
+        # call) has run and its answer is lost.
+        server = resolve_base_url(base_url)
+        if server is not None and (problem := _url_problem(server)) is not None:
+            raise ValueError(f"base_url: {problem}")
         probe = self.request_item([None] * len(self.values_returned))
-        probe |= {"generated_text": "text", "user_query": "text", "context": "text"}
-        parse_item(probe, registry=resolve_base_url(base_url) is None)
+        probe |= {name: "text" for name in _TEXTS if name in self.values_returned}
+        try:
+            parse_item(probe, registry=server is None)
+        except RequestValidationError as error:
+            missing = error.field.rsplit(".", 1)[-1]
+            if missing in _TEXTS and missing not in self.values_returned:
+                raise RequestValidationError(
+                    "values_returned",
+                    f"does not name {missing}, which the config's detectors need ({missing} is "
+                    f"{error.message}); add it and return it from the function",
+                ) from None
+            raise
         key = api_key if api_key is not None else os.environ.get("AIMON_API_KEY")
         self._client_args: dict[str, Any] = {
             "auth_header": f"Bearer {key}" if key else None,
@@ -192,6 +212,20 @@ def _as_tuple(value: Any) -> tuple[Any, ...]:
     return value if isinstance(value, tuple) else (value,)
 
 
+def _url_problem(url: str) -> str | None:
+    """Why `url` cannot reach a server (it does not parse, has a bad port, or is not HTTP)."""
+    problem = url_problem(url)
+    if problem is None and not url.lower().startswith(("http://", "https://")):
+        problem = f"{url!r} must start with http:// or https://"
+    return problem
+
+
+def wire_context(context: Any) -> Any:
+    """A context as the wire takes it: a tuple becomes a list; anything else is left for the
+    request check to accept or name (a dict's keys were judged as the documents)."""
+    return list(context) if isinstance(context, tuple) else context
+
+
 def _checked_values_returned(values_returned: Iterable[str]) -> tuple[str, ...]:
     if isinstance(values_returned, str):
         values_returned = (values_returned,)
@@ -266,7 +300,7 @@ def detect(
     raw: dict[str, Any] = {
         "generated_text": generated_text,
         "user_query": user_query,
-        "context": context if context is None or isinstance(context, str) else list(context),
+        "context": wire_context(context),
         "config": {name: {"detector_name": "default", "explain": explain} for name in names},
     }
     item = parse_item(raw)

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from assay.client import Client, DetectResponseItem
+from assay.decorator import wire_context
 from assay.detectors import DETECTORS, detectors_for_inputs
 
 #: Score a detector must reach when no `min_score` is given (the runner's pass mark too).
@@ -143,7 +144,7 @@ def assert_detect(
     if user_query is not None:
         item["user_query"] = user_query
     if context is not None:
-        item["context"] = context if isinstance(context, str) else list(context)
+        item["context"] = wire_context(context)
     owned = client is None
     active = Client() if client is None else client
     try:

@@ -123,7 +123,7 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             query = [m for m in payload["messages"] if m["role"] == "user"][-1]["content"]
             policy.queries.append(query)
-            self._send(200, _completion(policy.reply(query), payload.get("model", "bot")))
+            self._send(200, completion_body(policy.reply(query), payload.get("model", "bot")))
         elif self.path == "/chat" or self.path.startswith("/chat/"):
             # An OpenAI client posting here sends "messages", not "message".
             message = payload.get("message") or str(payload.get("messages", ""))
@@ -133,7 +133,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(404, {"error": f"no route {self.path}"})
 
 
-def _completion(text: str, model: str) -> dict[str, Any]:
+def completion_body(text: str, model: str) -> dict[str, Any]:
     return {
         "id": "chatcmpl-test",
         "object": "chat.completion",

@@ -8,12 +8,14 @@ from typing import Any
 
 import pytest
 import yaml
-from chatbot import BANK_PROFILE
+from chatbot import BANK_PROFILE, completion_body
 
 from assay.metrics.ood import load_run_config, parse_config, parse_run_config
 from assay.metrics.ood.profile import load_profile, profile_from_mapping
+from assay.metrics.ood.run_config import build_sut
 from assay.runner.metric_rows import MetricScorer, read_config_text
 from assay.schema import RequestValidationError
+from conftest import CannedResponse, StubServer
 
 SUT = {"kind": "openai", "url": "http://127.0.0.1:8000/v1"}
 
@@ -136,3 +138,50 @@ def test_every_unknown_profile_key_is_named_with_the_known_keys(
         f"profile key 'topics' is not read: did you mean 'allowed_topics'? {known}",
         f"profile key 'tone' is not read (only an LLM judge sees it, as text). {known}",
     ]
+
+
+@pytest.mark.parametrize("kind", ["http", "openai"])
+async def test_the_sut_key_from_the_environment_is_sent_by_both_kinds(
+    kind: str, stub_server: StubServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The README says to set ASSAY_SUT_API_KEY for an endpoint that needs a key; the http
+    # kind never sent it.
+    monkeypatch.setenv("ASSAY_SUT_API_KEY", "sut-secret")
+    answer = {"reply": "ok"} if kind == "http" else completion_body("ok", "m")
+    stub_server.reply(CannedResponse(200, answer))
+    url = f"{stub_server.url}/chat" if kind == "http" else f"{stub_server.url}/v1"
+    sut = build_sut({"kind": kind, "url": url}, parse_config({"use_case": BANK_PROFILE}))
+    try:
+        assert await sut.ask("What is my balance?") == "ok"
+    finally:
+        await sut.aclose()
+    assert stub_server.requests[-1].headers["authorization"] == "Bearer sut-secret"
+
+
+def test_profile_keys_beside_use_case_are_refused_and_other_keys_are_warned_of(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # They were dropped in silence: the run went ahead without its disallowed topics.
+    misplaced = tmp_path / "misplaced.yaml"
+    misplaced.write_text(
+        yaml.safe_dump(
+            {"use_case": BANK_PROFILE, "disallowed_topics": "loans", "refusal_message": "No."}
+        ),
+        encoding="utf-8",
+    )
+    with pytest.raises(RequestValidationError) as raised:
+        load_profile(misplaced)
+    assert raised.value.field == str(misplaced)
+    assert "disallowed_topics, refusal_message: beside use_case instead of under it" in str(
+        raised.value
+    )
+    config_keys = tmp_path / "run.yaml"
+    config_keys.write_text(
+        yaml.safe_dump({"use_case": BANK_PROFILE, "num_ood_queries": 2}), encoding="utf-8"
+    )
+    with caplog.at_level("WARNING"):
+        profile = load_profile(config_keys)
+    assert profile.fields["name"] == BANK_PROFILE["name"]
+    assert "only use_case is read from this file as a profile (not num_ood_queries)" in (
+        caplog.text
+    )

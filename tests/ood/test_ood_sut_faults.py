@@ -4,8 +4,10 @@ must fail before any call is made."""
 from __future__ import annotations
 
 import socket
+import threading
 from collections.abc import Iterator
 
+import chatbot as chatbot_module
 import pytest
 from chatbot import (
     BANK_PROFILE,
@@ -18,6 +20,7 @@ from assay.metrics.ood import (
     HttpJsonSUT,
     OpenAIChatSUT,
     score_rows,
+    score_rows_sync,
     summarize,
 )
 from assay.metrics.ood.scorer import RowResult
@@ -295,3 +298,42 @@ async def test_a_blank_recorded_reply_is_asked_live_like_a_missing_one(blank: st
     assert own.attempts == 1 and "What is my balance?" in asked  # asked, not taken as said
     assert own.reply == "Sorry, I can only help with banking questions."
     assert own.label == "over_rejection" and result.score is not None and result.score < 1.0
+
+
+def test_one_sut_object_serves_several_sync_runs(
+    chatbot: RunningChatbot, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each score_rows_sync runs in a new event loop; the adapters' HTTP clients were tied to
+    # the first one, whose kept-alive connections failed the second call ("Event loop is
+    # closed"). Real servers keep connections alive: so does the bot here.
+    monkeypatch.setattr(chatbot_module._Handler, "protocol_version", "HTTP/1.1")
+    rows = in_domain_rows()[:1]
+    for sut in (
+        OpenAIChatSUT(f"{chatbot.url}/v1"),
+        HttpJsonSUT(f"{chatbot.url}/chat", '{"message": "{prompt}"}', "data.reply"),
+    ):
+        for _ in range(2):
+            (result,) = score_rows_sync(rows, config(), sut=sut)
+            assert result.score is not None
+            assert all(case.status != "transport_error" for case in result.cases), result.cases
+
+
+def test_a_sync_callable_that_never_returns_is_abandoned_at_the_timeout() -> None:
+    release = threading.Event()
+    finished = threading.Event()
+
+    def hang(prompt: object) -> str:
+        release.wait(timeout=60)
+        finished.set()
+        return "late"
+
+    try:
+        (result,) = score_rows_sync(
+            in_domain_rows()[:1], config(timeout_seconds=0.2), sut=CallableSUT(hang)
+        )
+        # The run ended while the calls were still hanging: it did not wait for them.
+        assert not finished.is_set()
+    finally:
+        release.set()
+    assert result.score is None
+    assert all("timed out after 0.2s" in (case.error or "") for case in result.cases)

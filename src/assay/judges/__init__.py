@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 
+from assay.environment import JUDGE_ENV
 from assay.judges.base import Judge, Question, Verdict
 
 __all__ = [
@@ -66,8 +68,10 @@ def get_judge(name: str = "embedded") -> Judge:
         if name not in _instances:
             if name not in _factories:
                 known = ", ".join(sorted(_factories))
+                from_env = os.environ.get(JUDGE_ENV, "").strip() == name
+                source = f" (from ${JUDGE_ENV})" if from_env else ""
                 # ValueError, as `Client(judge=...)` raises for the same mistake.
-                raise ValueError(f"unknown judge {name!r}; known judges: {known}")
+                raise ValueError(f"unknown judge {name!r}{source}; known judges: {known}")
             _instances[name] = _factories[name]()
         return _instances[name]
 

@@ -203,10 +203,33 @@ def load_profile(path: Path) -> UseCaseProfile:
     except (ValueError, yaml.YAMLError) as error:
         raise RequestValidationError(str(path), f"not valid YAML/JSON: {error}") from None
     if isinstance(data, dict) and isinstance(data.get("use_case"), dict):
-        data = data["use_case"]
+        data = _under_use_case(data, path)
     if not isinstance(data, dict):
         raise RequestValidationError(str(path), "must hold a mapping of strings to strings")
     return profile_from_mapping(data, str(path))
+
+
+def _under_use_case(data: dict[str, Any], path: Path) -> dict[str, Any]:
+    """The profile of a file that holds it under `use_case` (a run config, say). A profile key
+    beside `use_case` instead of under it is refused: it would be dropped in silence. Other
+    keys (a run config's own) are not read here, and a warning says so."""
+    beside = [key for key in data if key != "use_case"]
+    misplaced = [str(key) for key in beside if key in KNOWN_KEYS]
+    if misplaced:
+        raise RequestValidationError(
+            str(path),
+            f"{', '.join(misplaced)}: beside use_case instead of under it, so not read; move "
+            f"{'them' if len(misplaced) > 1 else 'it'} under use_case",
+        )
+    if beside:
+        logger.warning(
+            "%s: only use_case is read from this file as a profile (not %s); pass it with "
+            "--config to use the rest",
+            path,
+            ", ".join(map(str, beside)),
+        )
+    profile: dict[str, Any] = data["use_case"]
+    return profile
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):

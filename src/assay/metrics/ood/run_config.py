@@ -131,7 +131,8 @@ def build_sut(
     config: supplies sut_temperature and, for system_prompt, the use-case profile.
     labels: how to name each key in errors (e.g. CLI options); default "sut.<key>".
 
-    The API key of an OpenAI-compatible SUT comes from ASSAY_SUT_API_KEY, never from the file.
+    The SUT's API key comes from ASSAY_SUT_API_KEY, never from the file: an OpenAI-compatible
+    SUT gets it as its API key, an HTTP one as `Authorization: Bearer <key>`.
     """
     check_sut_options(options, labels)
     url = str(options["url"])
@@ -147,10 +148,12 @@ def build_sut(
             system_prompt=system_prompt,
             temperature=config.sut_temperature,
         )
+    key = os.environ.get("ASSAY_SUT_API_KEY", "").strip()
     return HttpJsonSUT(
         url,
         body_template=str(options.get("body_template", _DEFAULT_TEMPLATE)),
         reply_path=str(options.get("reply_path", "reply")),
+        headers={"Authorization": f"Bearer {key}"} if key else None,
     )
 
 

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import contextlib
+import contextvars
 import inspect
 import json
 import re
+import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 import httpx
 
@@ -71,6 +74,30 @@ class SystemUnderTest(abc.ABC):
         """Release connections (no-op by default)."""
 
 
+C = TypeVar("C")
+
+
+class _PerLoop(Generic[C]):
+    """One client per event loop: HTTP connections belong to the loop that opened them, and
+    `score_rows_sync` runs each call in a new loop, so one SUT object serves every call. A
+    closed loop's client is dropped unclosed (its loop can no longer run `aclose`)."""
+
+    def __init__(self, make: Callable[[], C]) -> None:
+        self._make = make
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._client: C | None = None
+
+    def get(self) -> C:
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is not loop:
+            self._client, self._loop = self._make(), loop
+        return self._client
+
+    def current(self) -> C | None:
+        """This loop's client, if it has one (for closing)."""
+        return self._client if self._loop is asyncio.get_running_loop() else None
+
+
 class OpenAIChatSUT(SystemUnderTest):
     """An OpenAI-compatible chat completions endpoint, called with the official `openai` SDK.
 
@@ -92,7 +119,9 @@ class OpenAIChatSUT(SystemUnderTest):
         from openai import AsyncOpenAI
 
         # Retries and timeouts are ours (ask_with_retries), so the SDK's own are switched off.
-        self._client = AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=None)
+        self._clients = _PerLoop(
+            lambda: AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=None)
+        )
         self._model = model
         self._system_prompt = system_prompt
         self._temperature = temperature
@@ -105,7 +134,7 @@ class OpenAIChatSUT(SystemUnderTest):
         if self._system_prompt:
             messages.insert(0, {"role": "system", "content": self._system_prompt})
         try:
-            raw = await self._client.chat.completions.with_raw_response.create(
+            raw = await self._clients.get().chat.completions.with_raw_response.create(
                 model=self._model, messages=messages, temperature=self._temperature
             )
             # A body that is not JSON (an HTML error page) is the SUT's fault, like any bad
@@ -138,7 +167,9 @@ class OpenAIChatSUT(SystemUnderTest):
         return content
 
     async def aclose(self) -> None:
-        await self._client.close()
+        client = self._clients.current()
+        if client is not None:
+            await client.close()
 
 
 def check_body_template(body_template: str) -> None:
@@ -173,7 +204,8 @@ class HttpJsonSUT(SystemUnderTest):
         self._url = url
         self._template = body_template
         self._reply_path = reply_path
-        self._client = httpx.AsyncClient(headers=dict(headers or {}), timeout=None)
+        fixed = dict(headers or {})
+        self._clients = _PerLoop(lambda: httpx.AsyncClient(headers=fixed, timeout=None))
         self.describe = f"HTTP JSON endpoint {url}"
 
     def body(self, prompt: Prompt) -> bytes:
@@ -183,7 +215,7 @@ class HttpJsonSUT(SystemUnderTest):
 
     async def ask(self, prompt: Prompt) -> str:
         try:
-            response = await self._client.post(
+            response = await self._clients.get().post(
                 self._url, content=self.body(prompt), headers={"content-type": "application/json"}
             )
         except httpx.TimeoutException as error:
@@ -214,7 +246,9 @@ class HttpJsonSUT(SystemUnderTest):
             raise
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        client = self._clients.current()
+        if client is not None:
+            await client.aclose()
 
 
 class _Response(Protocol):
@@ -244,8 +278,9 @@ def _status_error(status: int, detail: str, headers: Mapping[str, str]) -> SUTEr
 class CallableSUT(SystemUnderTest):
     """A Python function (sync or async) from prompt to reply; its exceptions are failures.
 
-    function: called with the prompt (a string or the message list); sync functions run in a
-        worker thread.
+    function: called with the prompt (a string or the message list); a sync function runs in
+        a daemon thread of its own, so a call that never returns is abandoned at the timeout
+        instead of holding up the run's end (`score_rows_sync` waited for it).
     """
 
     def __init__(self, function: Callable[[Prompt], str | Awaitable[str]]) -> None:
@@ -257,7 +292,7 @@ class CallableSUT(SystemUnderTest):
             if inspect.iscoroutinefunction(self._function):
                 reply = await self._function(prompt)
             else:
-                reply = await asyncio.to_thread(self._function, prompt)
+                reply = await _in_daemon_thread(self._function, prompt)
                 if inspect.isawaitable(reply):
                     reply = await reply
         except Exception as error:
@@ -267,6 +302,33 @@ class CallableSUT(SystemUnderTest):
                 f"the callable returned {type(reply).__name__}, not a string", "bad_output"
             )
         return reply
+
+
+async def _in_daemon_thread(function: Callable[[Prompt], Any], prompt: Prompt) -> Any:
+    """`function(prompt)` in a new daemon thread, its context variables carried over; unlike
+    `asyncio.to_thread`, the event loop does not wait for the thread when it closes."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[Any] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def settle(value: Any, error: BaseException | None) -> None:
+        if done.done():  # cancelled: the call timed out
+            return
+        if error is not None:
+            done.set_exception(error)
+        else:
+            done.set_result(value)
+
+    def work() -> None:
+        try:
+            outcome: tuple[Any, BaseException | None] = (context.run(function, prompt), None)
+        except BaseException as error:  # handed to the awaiting coroutine
+            outcome = (None, error)
+        with contextlib.suppress(RuntimeError):  # the loop closed while the call ran
+            loop.call_soon_threadsafe(settle, *outcome)
+
+    threading.Thread(target=work, name="assay-sut-call", daemon=True).start()
+    return await done
 
 
 class RecordedSUT(SystemUnderTest):
