@@ -153,6 +153,10 @@ async def test_a_missing_profile_or_sut_is_a_clear_error() -> None:
     with pytest.raises(RequestValidationError) as caught:
         await score_rows(rows, config())
     assert caught.value.field == "sut"
+    # A bare function was an AttributeError ('function' object has no attribute 'ask').
+    with pytest.raises(RequestValidationError, match=r"CallableSUT\(function\)") as caught:
+        await score_rows(rows, config(), sut=lambda prompt: "ok")  # type: ignore[arg-type]
+    assert caught.value.field == "sut"
 
 
 async def test_concurrency_limit_bounds_calls_in_flight() -> None:

@@ -295,6 +295,12 @@ async def score_rows(
         raise RequestValidationError(
             "sut", "the probes need a live system under test (pass sut=..., or --sut-url)"
         )
+    if not isinstance(sut, SystemUnderTest):
+        raise RequestValidationError(
+            "sut",
+            f"must be a system-under-test adapter, got {type(sut).__name__}; wrap a function "
+            "as CallableSUT(function)",
+        )
     llm = configured_settings() if judge is None or generator is None else None
     endpoint = shared_endpoint(llm) if llm is not None else None
     if judge is None:
