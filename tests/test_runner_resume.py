@@ -228,6 +228,50 @@ async def test_retry_failed_rescores_only_failed_rows_in_place(tmp_path: Path) -
     assert summary.failures_by_kind == {"invalid_row": 1}  # still invalid in the input
 
 
+async def test_retry_failed_keeps_the_typed_parquet_columns_of_rows_it_does_not_touch(
+    tmp_path: Path,
+) -> None:
+    import datetime
+    import decimal
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = make_rows(4)
+    rows[2]["generated_text"] += " (flaky)"
+    table = pa.table(
+        {
+            "id": [row["id"] for row in rows],
+            "user_query": [row["user_query"] for row in rows],
+            "generated_text": [row["generated_text"] for row in rows],
+            "when": [datetime.datetime(2024, 1, n + 1) for n in range(4)],
+            "price": pa.array([decimal.Decimal(f"{n}.25") for n in range(4)], pa.decimal128(6, 2)),
+            "blob": [bytes([0, 255, n]) for n in range(4)],
+            "ratio": [0.5, float("nan"), 1.5, 2.5],
+        }
+    )
+    data = tmp_path / "rows.parquet"
+    pq.write_table(table, data)
+    out = tmp_path / "out.parquet"
+    flaky = FlakyJudge()
+    register_judge("flaky", lambda: flaky)
+    scorer = DetectorScorer(("output_relevance",), judge="flaky")
+    run_file(data, out, scorer=scorer)
+    typed = ["when", "price", "blob", "ratio"]
+    before = pq.read_table(out, columns=typed).to_pylist()
+
+    flaky.broken = False
+    _, retried = await retry_failed_async(data, out, scorer, RunOptions())
+
+    assert retried == 1
+    after = pq.read_table(out, columns=typed).to_pylist()
+    # Rebuilt from `record`'s JSON, a date, a decimal and bytes were lost and NaN became null.
+    for index in (0, 1, 3):
+        assert repr(after[index]) == repr(before[index])
+    assert after[1]["ratio"] != after[1]["ratio"]  # still NaN
+    assert after[2]["when"] == datetime.datetime(2024, 1, 3)  # the retried row, from the input
+
+
 async def test_retry_failed_refuses_an_input_whose_rows_moved(tmp_path: Path) -> None:
     rows = make_rows(6)
     rows[2] = {"id": "r2", "generated_text": 42}  # invalid: the row a user would fix

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -167,19 +167,35 @@ def checked_line(value: Any, where: str) -> dict[str, Any]:
     return value
 
 
-def _parquet_lines(path: Path) -> Iterator[dict[str, Any]]:
+def _parquet_lines(path: Path, typed: Sequence[str] = ()) -> Iterator[dict[str, Any]]:
     import pyarrow as pa  # imported here: pyarrow is slow to import
     import pyarrow.parquet as pq
 
     # Unbuffered, one small batch at a time: reading a large output must not grow memory.
     parquet = pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 20)
-    if RECORD_COLUMN not in parquet.schema_arrow.names:
+    names = parquet.schema_arrow.names
+    if RECORD_COLUMN not in names:
         raise RequestValidationError(
             "OUTPUT", f"{path} has no {RECORD_COLUMN!r} column; is it an assay output file?"
         )
+    typed = [name for name in typed if name in names and name != RECORD_COLUMN]
     number = 0
-    for batch in parquet.iter_batches(columns=[RECORD_COLUMN], batch_size=1024):
-        for text in batch.column(0).to_pylist():
+    for batch in parquet.iter_batches(columns=[RECORD_COLUMN, *typed], batch_size=1024):
+        columns = {name: batch.column(name).to_pylist() for name in typed}
+        for index, text in enumerate(batch.column(RECORD_COLUMN).to_pylist()):
             number += 1
-            yield checked_line(json.loads(text), f"row {number} of {path}")
+            line = checked_line(json.loads(text), f"row {number} of {path}")
+            line.update((name, values[index]) for name, values in columns.items())
+            yield line
         pa.default_memory_pool().release_unused()
+
+
+def iter_output_lines_typed(path: Path, columns: Sequence[str]) -> Iterator[dict[str, Any]]:
+    """`iter_output_lines`, with a Parquet output's `columns` read from their own typed
+    columns rather than from `record` (whose JSON writes a date or bytes as text and NaN as
+    null): what rewriting the output needs to keep those values as they were."""
+    if path.suffix.lower() != ".parquet":
+        yield from iter_output_lines(path)
+        return
+    check_output_type(path, "OUTPUT")
+    yield from _parquet_lines(path, columns)

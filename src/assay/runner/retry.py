@@ -31,7 +31,7 @@ from assay.runner.local import (
     write_summary,
 )
 from assay.runner.lock import output_lock
-from assay.runner.output import iter_output_lines
+from assay.runner.output import iter_output_lines, iter_output_lines_typed
 from assay.runner.rows import RowScorer
 from assay.runner.summary import RunSummary
 from assay.runner.writers import writer_for
@@ -181,7 +181,9 @@ def _replace_lines(
     writer.start(None)
     try:
         batch: list[dict[str, Any]] = []
-        for line in iter_output_lines(output_path):
+        # A kept row's carried columns are copied as typed (a date stays a date in Parquet).
+        kept = iter_output_lines_typed(output_path, [name for name, _ in carried])
+        for line in kept:
             batch.append(replacements.get(int(line["row"]), line))
             if len(batch) >= batch_size:
                 writer.write_batch(batch)
