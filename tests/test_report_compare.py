@@ -16,6 +16,7 @@ import pytest
 from assay import stats
 from assay.report import compare
 from assay.runner.output import iter_output_lines
+from assay.schema import RequestValidationError
 from published_instructions import OUTPUT_RELEVANCE
 from test_cli import _assay as assay
 
@@ -95,6 +96,49 @@ def test_for_an_error_rate_a_row_passes_at_or_below_the_mark_and_rising_is_a_reg
     assert (change.regressed, change.improved) == (1, 1)
     assert [f.row for f in change.regressed_rows] == [1]
     assert [f.row for f in change.improved_rows] == [2]
+
+
+def test_rows_and_scorers_the_candidate_lost_are_regressions() -> None:
+    def both(row: int, score: float) -> dict[str, Any]:
+        entry = line(row, score, f"q{row}")
+        entry["completeness"] = {"instructions_list": [], "score": score}
+        return entry
+
+    baseline = [both(n, 1.0) for n in range(1, 5)]
+    # Row 2 rejected in the new run, and completeness left out of every row: both passed the
+    # gate unmentioned, as only what the candidate has was compared.
+    candidate = [line(1, 1.0, "q1"), {"row": 2, "id": "q2", "error": {"kind": "invalid_row"}}]
+    candidate += [line(n, 1.0, f"q{n}") for n in (3, 4)]
+
+    result = compare(baseline, candidate, ("a", "b"))
+
+    changes = {s.name: s for s in result.scorers}
+    assert (changes["output_relevance"].pairs, changes["output_relevance"].lost) == (3, 1)
+    assert (changes["completeness"].pairs, changes["completeness"].lost) == (0, 4)
+    messages = {message.split(":", 1)[0]: message for message in result.regressions()}
+    assert "output_relevance: 1 rows scored in a have no score in b" in messages["output_relevance"]
+    assert messages["completeness"].startswith("completeness: no row is scored in both a and b")
+
+
+def test_candidate_rows_without_ids_are_named_not_called_repeats() -> None:
+    baseline = [line(n, 1.0, f"q{n}") for n in range(1, 4)]
+    candidate = [line(n, 1.0) for n in range(1, 4)]
+
+    result = compare(baseline, candidate, ("a", "b"))
+
+    assert (result.repeated_ids, result.missing_ids, result.only_candidate) == (0, 3, 0)
+    assert result.pairing_problem == (
+        "3 rows of b have no id, but the baseline's rows are paired by id; give them the "
+        "baseline's ids"
+    )
+
+
+def test_a_baseline_that_is_no_run_output_is_named() -> None:
+    inputs = [{"user_query": "q", "generated_text": "a"}]
+    with pytest.raises(RequestValidationError) as caught:
+        compare(inputs, [line(1, 1.0)], ("rows.jsonl", "b"))
+    assert caught.value.field == "baseline"
+    assert "line 1 of rows.jsonl has no row number: is it an input file?" in caught.value.message
 
 
 @pytest.fixture(scope="module")

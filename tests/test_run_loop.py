@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from assay.runner.checkpoint import checkpoint_path_for
+from assay.runner.lock import lock_path_for
 
 HERE = Path(__file__).resolve().parent
 WITH_TEST_JUDGES = [sys.executable, str(HERE / "assay_with_test_judges.py")]
@@ -238,6 +239,27 @@ def test_where_results_go_is_checked_before_scoring(
     assert result.returncode == 2
     assert one_error_line(result).startswith(message)
     assert not (tmp_path / "rows.scored.jsonl").exists()
+
+
+@pytest.mark.parametrize("beside", ["summary.json", "checkpoint.json", "lock"])
+def test_a_junit_file_may_not_be_a_file_the_run_keeps_beside_its_output(
+    tmp_path: Path, beside: str
+) -> None:
+    # --junit out.jsonl.summary.json wrote XML over the summary, and the next run refused the
+    # output as another run's.
+    data = write_jsonl(tmp_path / "rows.jsonl", rows_with(["fine answer"]))
+    out = tmp_path / "out.jsonl"
+    junit = {
+        "summary.json": tmp_path / "out.jsonl.summary.json",
+        "checkpoint.json": checkpoint_path_for(out),
+        "lock": lock_path_for(out),
+    }[beside]
+
+    result = assay("run", str(data), "--judge", "light", "--out", str(out), "--junit", str(junit))
+
+    assert result.returncode == 2
+    assert one_error_line(result).startswith("error: --junit: must not be --out's ")
+    assert not out.exists()
 
 
 def test_a_gate_counts_errored_rows_as_failures(tmp_path: Path) -> None:

@@ -156,6 +156,23 @@ def test_parquet_nulls_are_fields_not_given(tmp_path: Path) -> None:
     assert list(iter_output_lines(from_jsonl))[1]["note"] is None
 
 
+def test_a_json_null_text_is_a_field_not_given_as_a_csv_blank_is(tmp_path: Path) -> None:
+    # It was "generated_text: must be a string" from JSONL, "is required" from CSV.
+    jsonl, csv_file = tmp_path / "rows.jsonl", tmp_path / "rows.csv"
+    jsonl.write_text(
+        '{"id": "a", "user_query": "What is 2+2?", "generated_text": null}\n', encoding="utf-8"
+    )
+    csv_file.write_text("id,user_query,generated_text\na,What is 2+2?,\n", encoding="utf-8")
+    messages = []
+    for data in (jsonl, csv_file):
+        out = tmp_path / f"out-{data.suffix[1:]}.jsonl"
+        run_file(data, out)
+        first = list(iter_output_lines(out))[0]
+        assert first["error"]["field"] == "generated_text", first
+        messages.append(first["error"]["message"])
+    assert messages[0] == messages[1] and "is required" in messages[0]
+
+
 def test_column_map_reads_differently_named_columns(tmp_path: Path) -> None:
     renamed = [
         {

@@ -4,6 +4,9 @@ when it is missing."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -11,10 +14,12 @@ from pathlib import Path
 import pytest
 
 from assay.runner import RunOptions, iter_output_lines, run_file
+from assay.runner.checkpoint import checkpoint_path_for
 from assay.runner.io import UnreadableRow
 from assay.runner.ray_engine import INSTALL_HINT, _decode_row, _encode_row, run_file_ray_async
 from assay.runner.rows import DetectorScorer
 from assay.schema import RequestValidationError
+from test_runner_resume import interrupt_part_way
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "rag_rows.jsonl"
 ASSAY_BIN = Path(sys.executable).with_name("assay")
@@ -119,3 +124,42 @@ async def test_ray_results_are_written_while_the_input_is_still_being_read(
     # Two actors, two batches of 4 queued each: at most 16 rows in flight, plus the one read next.
     assert read_at_progress and 0 < read_at_progress[0] <= 4 * 4 + 4 < 60
     assert len(list(iter_output_lines(tmp_path / "out.jsonl"))) == 60
+
+
+def test_an_address_where_nothing_answers_is_named_before_ray_starts(tmp_path: Path) -> None:
+    # It waited 30 s for a ray:// address, and retried for ever for host:port.
+    data = tmp_path / "rows.jsonl"
+    data.write_text(EXAMPLES.read_text(), encoding="utf-8")
+    with socket.socket() as probe:  # a port that was free a moment ago
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    for address in (f"ray://127.0.0.1:{port}", f"127.0.0.1:{port}"):
+        result = subprocess.run(
+            [str(ASSAY_BIN), "run", str(data), "--engine", "ray", "--address", address],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert result.returncode == 2, result.stderr[-2000:]
+        assert f"error: --address: nothing answers at {address}" in result.stderr
+
+
+def test_sigterm_stops_a_ray_run_as_ctrl_c_does(tmp_path: Path) -> None:
+    # Ray's own SIGTERM handler dumped a stack and aborted (exit 134) without the resume line.
+    rows = [json.loads(text) for text in EXAMPLES.read_text().splitlines()]
+    data = tmp_path / "rows.jsonl"
+    with data.open("w", encoding="utf-8") as handle:
+        for copy in range(12):
+            for row in rows:
+                row = {**row, "generated_text": f"{row['generated_text']} (copy {copy})"}
+                handle.write(json.dumps(row) + "\n")
+    out = tmp_path / "out.jsonl"
+    command = [str(ASSAY_BIN), "run", str(data), "--out", str(out), "--engine", "ray"]
+    command += ["--workers", "1", "--batch-size", "4", "--stream-batch-size", "4"]
+
+    code, stderr = interrupt_part_way(
+        command, dict(os.environ), checkpoint_path_for(out), 4, signal.SIGTERM
+    )
+
+    assert code == 130, stderr[-3000:]
+    assert "run the same command again to resume from row" in " ".join(stderr.split())

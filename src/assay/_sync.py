@@ -18,6 +18,38 @@ T = TypeVar("T")
 P = ParamSpec("P")
 
 
+async def in_daemon_thread(function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """`function(*args, **kwargs)` in a new daemon thread, its context variables carried over.
+    Unlike `asyncio.to_thread`, nothing waits for the thread once the caller stops waiting: an
+    event loop that closes (after a timeout, or Ctrl-C) does not join it, nor does the
+    interpreter at exit. For calls that may block for ever (a user's function, a Ray wait)."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[T] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def settle(value: Any, error: BaseException | None) -> None:
+        if done.done():  # the caller stopped waiting (a timeout cancelled it)
+            return
+        if error is not None:
+            done.set_exception(error)
+        else:
+            done.set_result(value)
+
+    def work() -> None:
+        try:
+            outcome: tuple[Any, BaseException | None] = (
+                context.run(function, *args, **kwargs),
+                None,
+            )
+        except BaseException as error:  # handed to the awaiting coroutine
+            outcome = (None, error)
+        with contextlib.suppress(RuntimeError):  # the loop closed while the call ran
+            loop.call_soon_threadsafe(settle, *outcome)
+
+    threading.Thread(target=work, name="assay-call", daemon=True).start()
+    return await done
+
+
 def load_once(function: Callable[..., T]) -> Callable[..., T]:
     """`functools.cache` for a loader that threads may call at once: the first call for its
     arguments builds the value while the others wait, then all share it. (`cache` alone lets

@@ -55,7 +55,7 @@ from assay.metrics.ood.scorer import RowResult, score_rows
 from assay.metrics.ood.summary import OODSummary, OODTally
 from assay.report.ood_tables import ood_tables
 from assay.runner.gates import refuse_inverted
-from assay.runner.local import summary_path_for, write_summary
+from assay.runner.local import write_summary
 from assay.runner.metric_rows import metric_line
 from assay.runner.ood_gates import (
     DEFAULT_MAX_MISSED_REFUSAL,
@@ -64,7 +64,13 @@ from assay.runner.ood_gates import (
     tally_figures,
     write_ood_junit,
 )
-from assay.runner.output import check_not_overwriting, check_output_path, check_writable
+from assay.runner.output import (
+    check_not_overwriting,
+    check_output_path,
+    check_writable,
+    files_beside,
+    summary_path_for,
+)
 from assay.runner.writers import writer_for
 from assay.schema import RequestValidationError
 
@@ -229,6 +235,7 @@ def ood_command(
         if junit is not None:
             check_writable(junit, "junit")
             kept = {"the --use-case file": use_case, "the --config file": config, "--out": out}
+            kept |= files_beside(out, "--out")
             check_not_overwriting(junit, "junit", kept)
         # What an earlier run wrote there goes first: a run that stops (a bad option, an
         # unreachable system, Ctrl-C) must not leave a passing JUnit file or last run's output

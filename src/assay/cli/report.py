@@ -25,7 +25,12 @@ from assay.metrics.ood import METRIC_NAME as OOD_METRIC
 from assay.runner import gates
 from assay.runner.checkpoint import checkpoint_path_for
 from assay.runner.ood_gates import mean_gate_caveat, ood_gates, tally_figures
-from assay.runner.output import check_not_overwriting, check_writable, iter_output_lines
+from assay.runner.output import (
+    check_not_overwriting,
+    check_writable,
+    files_beside,
+    iter_output_lines,
+)
 from assay.schema import RequestValidationError
 
 if TYPE_CHECKING:
@@ -157,16 +162,17 @@ def report_command(
 
     with reported_errors(_REPORT_OPTIONS):
         base, output = _outputs(paths, baseline)
-        for run in (output, base):
+        for run, label in ((output, "OUTPUT"), (base, "baseline")):
             # A run killed mid-way keeps its checkpoint: its output is only the rows done so
             # far, and a gate on it would pass a run that never finished.
             if run is not None and checkpoint_path_for(run).exists():
                 raise RequestValidationError(
-                    "OUTPUT",
+                    label,
                     f"{run} is an unfinished run (its checkpoint is beside it); rerun the same "
                     "`assay run` command to finish it, then report",
                 )
         kept = {"the output reported on": output, "the baseline": base}
+        kept |= files_beside(output, "the output") | files_beside(base, "the baseline")
         for path, field in ((html, "html"), (junit, "junit")):
             if path is not None:
                 check_writable(path, field)

@@ -62,7 +62,12 @@ from assay.runner.local import (
 )
 from assay.runner.metric_rows import MetricScorer
 from assay.runner.ood_gates import mean_gate_caveat
-from assay.runner.output import check_not_overwriting, check_writable, iter_output_lines
+from assay.runner.output import (
+    check_not_overwriting,
+    check_writable,
+    files_beside,
+    iter_output_lines,
+)
 from assay.runner.publish import PUBLISH_BATCH_SIZE
 from assay.runner.ray_engine import run_file_ray_async
 from assay.runner.retry import retry_failed_async
@@ -261,7 +266,8 @@ def run_command(
         if junit is not None:  # first: a stale file would pass a CI step for a failed command
             target = out or default_output_path(file)
             check_writable(junit, "junit")
-            check_not_overwriting(junit, "junit", {"the input file": file, "--out": target})
+            kept = {"the input file": file, "--out": target, **files_beside(target, "--out")}
+            check_not_overwriting(junit, "junit", kept)
             junit.unlink(missing_ok=True)
         apply_llm_options(cache, llm, cascade_band)
         scorer = run_scorer(detector, metric, config, explain, judge, column)

@@ -23,6 +23,7 @@ from assay import stats
 from assay.report.collect import RowText, Verdict
 from assay.runner.output import scorer_results
 from assay.runner.summary import PASS_THRESHOLD
+from assay.schema import RequestValidationError
 from assay.stats import ScoreScale
 
 #: Flips listed per scorer and direction (all are counted).
@@ -75,6 +76,8 @@ class ScorerChange:
     """One scorer's comparison.
 
     pairs: rows scored in both runs; errored: rows paired but errored in either run.
+    lost: of those, rows scored in the baseline that have no score in the candidate (it
+        errored, was rejected, or the scorer was left out): a regression the means cannot show.
     pass_mark: the score a row must reach to pass (for flips); for an error rate (`inverted`),
         the score it must not exceed.
     regressed / improved: how many rows went from pass to fail / fail to pass, and the first
@@ -85,6 +88,7 @@ class ScorerChange:
     pass_mark: float
     pairs: int = 0
     errored: int = 0
+    lost: int = 0
     change: Change | None = None
     instructions: list[InstructionChange] = field(default_factory=list)
     regressed: int = 0
@@ -109,21 +113,29 @@ class Comparison:
     only_baseline: int = 0
     only_candidate: int = 0
     repeated_ids: int = 0
+    missing_ids: int = 0
 
     @property
     def pairing_problem(self) -> str | None:
         """Why some candidate rows could not be compared at all (a regression gate must not
         pass on rows it cannot pair), or None."""
-        if not self.repeated_ids:
-            return None
-        return (
-            f"{self.repeated_ids} rows of {self.candidate_source} repeat an id an earlier row "
-            "of it has, so they cannot be paired with the baseline by id; give each row its "
-            "own id (or none, to pair by row number)"
-        )
+        problems = []
+        if self.repeated_ids:
+            problems.append(
+                f"{self.repeated_ids} rows of {self.candidate_source} repeat an id an earlier "
+                "row of it has, so they cannot be paired with the baseline by id; give each "
+                "row its own id (or none, to pair by row number)"
+            )
+        if self.missing_ids:
+            problems.append(
+                f"{self.missing_ids} rows of {self.candidate_source} have no id, but the "
+                f"baseline's rows are paired by id; give them the baseline's ids"
+            )
+        return "; ".join(problems) or None
 
     def regressions(self) -> list[str]:
-        """One message per scorer whose mean fell beyond the noise (`--fail-on-regression`)."""
+        """One message per scorer whose mean fell beyond the noise, that lost rows (scored
+        before, not now) or that no row pairs up for (`--fail-on-regression`)."""
         messages = []
         for s in self.scorers:
             change = s.change
@@ -131,6 +143,11 @@ class Comparison:
                 messages.append(
                     f"{s.name}: no row is scored in both {self.baseline_source} and "
                     f"{self.candidate_source} (paired by {self.paired_by}); nothing to compare"
+                )
+            elif s.lost:
+                messages.append(
+                    f"{s.name}: {s.lost} rows scored in {self.baseline_source} have no score "
+                    f"in {self.candidate_source} (errored, rejected, or the scorer left out)"
                 )
             elif change is not None and change.interval is not None and change.significant_drop:
                 low, high = change.interval.low, change.interval.high
@@ -178,10 +195,16 @@ def _verdicts(line: Mapping[str, Any], name: str) -> tuple[Verdict, ...]:
 class _Pairing:
     """Pairs candidate lines with baseline rows, by id when the baseline's ids allow it."""
 
-    def __init__(self, baseline: Iterable[Mapping[str, Any]]) -> None:
+    def __init__(self, baseline: Iterable[Mapping[str, Any]], source: str) -> None:
         self.rows: dict[int, _BaselineRow] = {}
         ids: dict[str, int] | None = {}
-        for line in baseline:
+        for number, line in enumerate(baseline, start=1):
+            if not isinstance(line.get("row"), int):  # an input file, not a run's output
+                raise RequestValidationError(
+                    "baseline",
+                    f"line {number} of {source} has no row number: is it an input file? Give "
+                    "the output `assay run` wrote for the earlier run",
+                )
             row = int(line["row"])
             self.rows[row] = _BaselineRow(_scores(line))
             row_id = line.get("id")
@@ -195,10 +218,14 @@ class _Pairing:
         self.used: set[int] = set()
         self.candidate_ids: set[str] = set()
         self.repeated = 0
+        self.without_id = 0
 
     def partner(self, line: Mapping[str, Any]) -> int | None:
         """The baseline row number paired with `line`, or None."""
         if self.ids:
+            if line.get("id") in (None, ""):  # no id to pair it by ("None" is not one)
+                self.without_id += 1
+                return None
             row_id = str(line.get("id"))
             if row_id in self.candidate_ids:
                 self.repeated += 1
@@ -217,6 +244,8 @@ class _Pairing:
 class _Tally:
     pass_mark: float
     inverted: bool = False  # an error rate: a row passes at or below the mark
+    read_scale: bool = False  # pass_mark and inverted read from a result of the scorer
+    lost: int = 0  # scored in the baseline, no score now
     differences: Counter[float] = field(default_factory=Counter)
     baseline_total: float = 0.0
     candidate_total: float = 0.0
@@ -253,7 +282,7 @@ def compare(
     baseline_again: the baseline's lines read a second time, to fetch the listed flips' text
         (skipped when None).
     """
-    pairing = _Pairing(baseline)
+    pairing = _Pairing(baseline, sources[0])
     marks = dict(thresholds or {})
     tallies: dict[str, _Tally] = {}
     candidate_rows = 0
@@ -263,17 +292,21 @@ def compare(
         if partner is None:
             continue
         before = pairing.rows[partner].scores
-        for name, (score, labels) in _scores(line).items():
+        now = _scores(line)
+        for name in before.keys() - now.keys():
+            # Scored before, not now (the row was rejected, or the scorer was left out): a
+            # row that cannot be compared, which a regression gate must not pass on.
+            tally = _tally_for(tallies, name, None, marks)
+            tally.errored += 1
+            tally.lost += before[name][0] is not None
+        for name, (score, labels) in now.items():
             if name not in before:
                 continue
-            tally = tallies.get(name)
-            if tally is None:  # the pass mark on the scorer's own range, read once
-                scale = ScoreScale.of(line[name])
-                mark = marks.get(name, scale.pass_mark(PASS_THRESHOLD))
-                tally = tallies[name] = _Tally(mark, scale.inverted)
+            tally = _tally_for(tallies, name, line[name], marks)
             old_score, old_labels = before[name]
             if score is None or old_score is None:
                 tally.errored += 1
+                tally.lost += old_score is not None
                 continue
             _count(tally, line, name, partner, (old_score, score), (old_labels, labels))
     flips = [f for t in tallies.values() for f in (*t.regressed, *t.improved)]
@@ -286,9 +319,26 @@ def compare(
         paired_by=pairing.paired_by,
         scorers=changes,
         only_baseline=len(pairing.rows) - len(pairing.used),
-        only_candidate=candidate_rows - len(pairing.used) - pairing.repeated,
+        only_candidate=candidate_rows - len(pairing.used) - pairing.repeated - pairing.without_id,
         repeated_ids=pairing.repeated,
+        missing_ids=pairing.without_id,
     )
+
+
+def _tally_for(
+    tallies: dict[str, _Tally],
+    name: str,
+    result: Mapping[str, Any] | None,
+    marks: Mapping[str, float],
+) -> _Tally:
+    """The scorer's tally, made on first use; its pass mark is set on the scorer's own range
+    from the first `result` there is (a row that lost the scorer has none)."""
+    tally = tallies.setdefault(name, _Tally(marks.get(name, PASS_THRESHOLD)))
+    if result is not None and not tally.read_scale:
+        scale = ScoreScale.of(result)
+        tally.pass_mark = marks.get(name, scale.pass_mark(PASS_THRESHOLD))
+        tally.inverted, tally.read_scale = scale.inverted, True
+    return tally
 
 
 def _count(
@@ -371,6 +421,7 @@ def _scorer_change(name: str, tally: _Tally) -> ScorerChange:
         pass_mark=tally.pass_mark,
         pairs=pairs,
         errored=tally.errored,
+        lost=tally.lost,
         change=change,
         instructions=instructions,
         regressed=tally.regressed_count,

@@ -146,7 +146,13 @@ def print_comparison(comparison: Comparison, console: Console) -> None:
             str(s.improved),
         )
     console.print(table)
-    pairs = ", ".join(f"{s.name}: {s.pairs}" for s in comparison.scorers) or "none"
+    pairs = (
+        ", ".join(
+            f"{s.name}: {s.pairs}" + (f", {s.lost} scored before and not now" if s.lost else "")
+            for s in comparison.scorers
+        )
+        or "none"
+    )
     console.print(
         f"rows paired by {comparison.paired_by} ({pairs}); {comparison.only_baseline} only in "
         f"the baseline, {comparison.only_candidate} only in {comparison.candidate_source}"

@@ -15,9 +15,8 @@ from assay.runner.local import (
     default_output_path,
     run_file,
     run_file_async,
-    summary_path_for,
 )
-from assay.runner.output import iter_output_lines
+from assay.runner.output import iter_output_lines, summary_path_for
 from assay.runner.rows import DetectorScorer, RowScorer, applicable_detectors, build_request
 from assay.runner.summary import PASS_THRESHOLD, DetectorSummary, RunSummary
 

@@ -39,7 +39,7 @@ from assay.runner.checkpoint import (
 )
 from assay.runner.io import Row, check_readable, has_rows, read_rows
 from assay.runner.lock import output_lock
-from assay.runner.output import check_output_path, iter_output_lines
+from assay.runner.output import check_output_path, iter_output_lines, summary_path_for
 from assay.runner.publish import (
     PUBLISH_BATCH_SIZE,
     PublishCounts,
@@ -92,11 +92,6 @@ class RunOptions:
 def default_output_path(input_path: Path) -> Path:
     """`<input stem>.scored.jsonl` next to the input."""
     return input_path.with_name(f"{input_path.stem}.scored.jsonl")
-
-
-def summary_path_for(output_path: Path) -> Path:
-    """`<output>.summary.json` next to the output."""
-    return output_path.with_name(f"{output_path.name}.summary.json")
 
 
 def scorer_fingerprint(scorer: RowScorer) -> dict[str, Any]:

@@ -13,6 +13,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from assay.runner.checkpoint import checkpoint_path_for
+from assay.runner.lock import lock_path_for
 from assay.schema import RequestValidationError
 
 #: Output formats by extension.
@@ -85,6 +87,24 @@ def check_writable(path: Path, field: str) -> None:
                 raise RequestValidationError(field, f"cannot write {path}: {parent} is a file")
             _try_writing_in(parent, path, field)
             break
+
+
+def summary_path_for(output_path: Path) -> Path:
+    """`<output>.summary.json` next to the output."""
+    return output_path.with_name(f"{output_path.name}.summary.json")
+
+
+def files_beside(output_path: Path | None, what: str) -> dict[str, Path | None]:
+    """The files a run keeps beside its output (summary, checkpoint, lock), named for the
+    messages of `check_not_overwriting` ("the --out file's summary"): a report or JUnit file
+    written over one would break the run."""
+    if output_path is None:
+        return {}
+    return {
+        f"{what}'s summary": summary_path_for(output_path),
+        f"{what}'s checkpoint": checkpoint_path_for(output_path),
+        f"{what}'s lock file": lock_path_for(output_path),
+    }
 
 
 def check_not_overwriting(path: Path, field: str, kept: Mapping[str, Path | None]) -> None:

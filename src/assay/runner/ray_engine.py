@@ -17,14 +17,19 @@ Ray is an optional extra: `pip install 'assay[ray]'`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import pickle
+import signal
+import socket
+import threading
 from collections import deque
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Generator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from assay._sync import in_daemon_thread
 from assay.judges.embedded.embedding_cache import shared_cache
 from assay.runner.io import Row, UnreadableRow, read_rows
 from assay.runner.local import (
@@ -122,9 +127,18 @@ class CacheCounts:
 
 
 def _scored_batches(
-    input_path: Path, scorer: RowScorer, options: RunOptions, skip: int, counts: CacheCounts
-) -> Iterator[Sequence[Line]]:
-    """Scored lines in input order, about `options.stream_batch_size` at a time."""
+    input_path: Path,
+    scorer: RowScorer,
+    options: RunOptions,
+    skip: int,
+    counts: CacheCounts,
+    stopped: threading.Event,
+) -> Generator[Sequence[Line], None, None]:
+    """Scored lines in input order, about `options.stream_batch_size` at a time.
+
+    stopped: set when the run stops early (Ctrl-C, SIGTERM); the actors are then left to
+        Ray's own shutdown, since this generator may be closed by the garbage collector at
+        exit, where starting the thread `ray.kill` needs hung the process."""
     ray = _import_ray()
     # One CPU each, so that actors spread over the cluster's cores rather than share one.
     actor_class = ray.remote(num_cpus=1)(ScoringActor)
@@ -155,8 +169,31 @@ def _scored_batches(
         if ready:
             yield ready
     finally:
-        for actor in actors:
-            ray.kill(actor)
+        if not stopped.is_set():
+            for actor in actors:
+                ray.kill(actor)
+
+
+#: Seconds to wait for a cluster's head to accept a connection before giving up on --address.
+CONNECT_SECONDS = 5.0
+
+
+def check_reachable(address: str) -> None:
+    """RequestValidationError("address") unless something accepts a TCP connection at the
+    head's host and port (`ray://host:port` or `host:port`; "auto" and other forms are left to
+    Ray): joining a cluster that is not there timed out after 30 s, or retried for ever."""
+    target = address.removeprefix("ray://")
+    host, _, port = target.rpartition(":")
+    if not host or not port.isdigit():
+        return
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_SECONDS):
+            pass
+    except (OSError, ValueError, OverflowError) as error:
+        reason = getattr(error, "strerror", None) or str(error) or type(error).__name__
+        raise RequestValidationError(
+            "address", f"nothing answers at {address} ({reason}); is the Ray cluster running?"
+        ) from None
 
 
 async def run_file_ray_async(
@@ -181,22 +218,43 @@ async def run_file_ray_async(
         logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(
             logging.ERROR
         )
-        ray.init(
-            address=address,
-            include_dashboard=False,
-            log_to_driver=False,
-            logging_level=logging.WARNING,
-        )
+        if address is not None:
+            check_reachable(address)
+        # Ray's core worker installs its own SIGTERM handler (a stack dump and an abort): keep
+        # ours, so that a stopped run says where it stopped and exits 130, as without Ray.
+        ours = signal.getsignal(signal.SIGTERM)
+        try:
+            ray.init(
+                address=address,
+                include_dashboard=False,
+                log_to_driver=False,
+                logging_level=logging.WARNING,
+            )
+        except ConnectionError as error:
+            raise RequestValidationError("address", f"cannot join {address}: {error}") from None
+        if threading.current_thread() is threading.main_thread() and ours is not None:
+            signal.signal(signal.SIGTERM, ours)
 
     async def ray_batches(skip: int, advance: ProgressCallback) -> AsyncIterator[Sequence[Line]]:
-        iterator = iter(_scored_batches(input_path, scorer, options, skip, counts))
-        while True:
-            # Ray blocks while it waits for actors; keep the event loop free meanwhile.
-            lines = await asyncio.to_thread(next, iterator, None)
-            if lines is None:
-                return
-            advance(len(lines))
-            yield lines
+        stopped = threading.Event()
+        iterator = _scored_batches(input_path, scorer, options, skip, counts, stopped)
+        finished = False
+        try:
+            while True:
+                # Ray blocks while it waits for actors; keep the event loop free meanwhile, in
+                # a thread nothing joins: after Ctrl-C or SIGTERM, asyncio.run's to_thread pool
+                # would wait for a Ray wait that never ends.
+                lines = await in_daemon_thread(next, iterator, None)
+                if lines is None:
+                    finished = True
+                    return
+                advance(len(lines))
+                yield lines
+        finally:
+            if not finished:  # stopped early
+                stopped.set()
+                with contextlib.suppress(ValueError):  # still waiting in its thread
+                    iterator.close()
 
     counts = CacheCounts()
     return await drive_run(

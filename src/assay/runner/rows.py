@@ -91,7 +91,10 @@ def build_request(
         None leaves each detector's config, and so the wire default, as it is.
     must_compute: what a judge failure does to the item; the runner keeps going per row.
     """
-    raw: dict[str, Any] = {name: fields[name] for name in REQUEST_FIELDS if name in fields}
+    # A JSON null is a field not given, as an empty CSV cell and a Parquet null are.
+    raw: dict[str, Any] = {
+        name: fields[name] for name in REQUEST_FIELDS if fields.get(name) is not None
+    }
     row_config = raw.get("config")
     if detectors:
         entries = row_config if isinstance(row_config, dict) else {}

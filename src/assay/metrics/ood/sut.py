@@ -11,18 +11,16 @@ from __future__ import annotations
 
 import abc
 import asyncio
-import contextlib
-import contextvars
 import inspect
 import json
 import re
-import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 import httpx
 
+from assay._sync import in_daemon_thread
 from assay.metrics.ood.sut_errors import (
     OPENAI_API_ROOT_HINT,
     OPENAI_KIND_HINT,
@@ -292,7 +290,7 @@ class CallableSUT(SystemUnderTest):
             if inspect.iscoroutinefunction(self._function):
                 reply = await self._function(prompt)
             else:
-                reply = await _in_daemon_thread(self._function, prompt)
+                reply = await in_daemon_thread(self._function, prompt)
                 if inspect.isawaitable(reply):
                     reply = await reply
         except Exception as error:
@@ -302,33 +300,6 @@ class CallableSUT(SystemUnderTest):
                 f"the callable returned {type(reply).__name__}, not a string", "bad_output"
             )
         return reply
-
-
-async def _in_daemon_thread(function: Callable[[Prompt], Any], prompt: Prompt) -> Any:
-    """`function(prompt)` in a new daemon thread, its context variables carried over; unlike
-    `asyncio.to_thread`, the event loop does not wait for the thread when it closes."""
-    loop = asyncio.get_running_loop()
-    done: asyncio.Future[Any] = loop.create_future()
-    context = contextvars.copy_context()
-
-    def settle(value: Any, error: BaseException | None) -> None:
-        if done.done():  # cancelled: the call timed out
-            return
-        if error is not None:
-            done.set_exception(error)
-        else:
-            done.set_result(value)
-
-    def work() -> None:
-        try:
-            outcome: tuple[Any, BaseException | None] = (context.run(function, prompt), None)
-        except BaseException as error:  # handed to the awaiting coroutine
-            outcome = (None, error)
-        with contextlib.suppress(RuntimeError):  # the loop closed while the call ran
-            loop.call_soon_threadsafe(settle, *outcome)
-
-    threading.Thread(target=work, name="assay-sut-call", daemon=True).start()
-    return await done
 
 
 class RecordedSUT(SystemUnderTest):
