@@ -180,6 +180,27 @@ def test_over_long_text_error_states_the_limit() -> None:
     assert str(MAX_TEXT_CHARS + 5) in result.stderr
 
 
+def test_an_answer_with_more_sentences_than_the_judge_reads_names_response_and_exits_2() -> None:
+    # It exited 1 naming "[0].config.output_relevance", as if the judge had failed.
+    answer = " ".join(f"Sentence {n} ends here." for n in range(1001))
+    result = runner.invoke(app, ["detect", "-q", QUERY, "-r", answer])
+
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: --response (generated_text): generated_text has 1,001")
+
+
+def test_brackets_in_the_texts_are_printed_as_written() -> None:
+    # Rich read them as markup: "[/]" crashed the command, "[see note 3]" vanished.
+    context = "Returns [see note 3] are accepted within 30 days."
+    result = runner.invoke(
+        app, ["detect", "-q", QUERY, "-r", "Shakespeare wrote it [/].", "-c", context]
+    )
+
+    assert result.exit_code == 0, result.output
+    assert "'Shakespeare wrote it [/].'" in result.stdout
+    assert f"missing: '{context}'" in result.stdout
+
+
 def _write_jsonl(path: Path, lines: list[str]) -> Path:
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path

@@ -128,3 +128,12 @@ def test_cli_rejects_bad_names_and_formats_in_one_line() -> None:
     assert "Traceback" not in unknown.stderr and len(unknown.stderr.strip().splitlines()) == 1
     bad = assay("metrics", "show", "completeness", "--format", "xml")
     assert bad.exit_code == 2 and "--format: must be yaml or json" in bad.stderr
+
+
+@pytest.mark.parametrize("detector", ["output_relevance", "completeness"])
+def test_a_detectors_config_schema_is_the_one_requests_are_checked_against(detector: str) -> None:
+    # The manifests said explain defaults to false, had no judge option and took unknown
+    # options, while the API defaults explain to true and refuses unknown options.
+    from assay.schema import DetectorConfig
+
+    assert get_manifest(detector).config_schema == DetectorConfig.model_json_schema()

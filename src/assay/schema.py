@@ -367,6 +367,11 @@ class JudgeFailure(AssayError):
         self.message = message
 
 
+#: Failure kinds caused by the item's own input, not the judge: a 422 from the server, exit 2
+#: from `assay detect`.
+INPUT_FAILURES = frozenset({"input_too_long", "content_filtered"})
+
+
 class DetectorFailed(AssayError):
     """Raised under `must_compute="all_or_none"` when any detector of an item fails."""
 

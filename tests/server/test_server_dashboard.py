@@ -238,6 +238,36 @@ def test_filters_narrow_items_charts_and_counts(
     assert page.locator("#item-count").count() == 1
 
 
+def test_the_form_keeps_any_score_fraction_of_a_second_and_unknown_model_it_is_given(
+    live_server: LiveServer, browser_page: Page
+) -> None:
+    two_models(live_server, 30, 2, timedelta(seconds=30))
+    page = browser_page
+    # Completeness scores come in eighths: the boxes took only steps of 0.05.
+    page.goto(live_server.url + "/applications/shop")
+    page.fill('#filters input[name="min_score"]', "0.375")
+    page.fill('#filters input[name="max_score"]', "0.875")
+    page.click("#filters button[type=submit]")
+    assert "min_score=0.375" in page.url and "max_score=0.875" in page.url
+    # A fraction of a second was cut off in the box and in the page links: page 2 widened.
+    page.goto(live_server.url + "/applications/shop?since=2026-03-01T12:00:00.250")
+    # (the browser writes .250 as .25)
+    assert page.locator('#filters input[name="since"]').input_value() == "2026-03-01T12:00:00.25"
+    older = page.locator('#pages a[rel="next"]').get_attribute("href") or ""
+    assert "since=2026-03-01T12%3A00%3A00.250" in older
+    # A model with no items is shown as chosen, not as "all".
+    page.goto(live_server.url + "/applications/shop?model=gpt-4o")
+    assert page.locator('#filters select[name="model"]').input_value() == "gpt-4o"
+    # A name no application can have, or a NUL in the URL: a page, not the API's JSON.
+    for path, said in (
+        ("/applications/caf%C3%A9", "application_name: may hold only"),
+        ("/applications/shop?model=%00", "model: holds a NUL character"),
+    ):
+        answer = httpx.get(live_server.url + path, auth=("assay", API_KEY))
+        assert answer.status_code == 422, answer.text
+        assert answer.headers["content-type"].startswith("text/html") and said in answer.text
+
+
 def test_items_are_paged_and_pages_keep_the_filters(
     live_server: LiveServer, browser_page: Page
 ) -> None:

@@ -103,7 +103,7 @@ class OneLineErrorsGroup(TyperGroup):
 
 def _error_line(message: str) -> None:
     one_line = " ".join(message.split())
-    Console(stderr=True, soft_wrap=True, highlight=False).print(
+    Console(markup=False, stderr=True, soft_wrap=True, highlight=False).print(
         Text(f"error: {one_line}", style="bold red")
     )
 
@@ -279,7 +279,7 @@ def _progress_interval(console: Console) -> float:
 def progress_bar(label: str) -> Iterator[tuple[ProgressDisplay, TaskID]]:
     """Progress on stderr with rows/s and ETA; set its total once known. On a terminal it is a
     bar; otherwise (a CI log) a line every few seconds (`$ASSAY_PROGRESS_SECONDS`, default 5)."""
-    console = Console(stderr=True, highlight=False, soft_wrap=True)
+    console = Console(markup=False, stderr=True, highlight=False, soft_wrap=True)
     if not console.is_terminal:
         lines = LineProgress(label, console, _progress_interval(console))
         yield lines, TaskID(0)
@@ -299,12 +299,14 @@ def progress_bar(label: str) -> Iterator[tuple[ProgressDisplay, TaskID]]:
 
 def note(message: str) -> None:
     """One plain line on stderr about what a command is doing (resuming, already complete)."""
-    Console(stderr=True, soft_wrap=True, highlight=False).print(" ".join(message.split()))
+    Console(markup=False, stderr=True, soft_wrap=True, highlight=False).print(
+        " ".join(message.split())
+    )
 
 
 def warn(message: str) -> None:
     """One yellow warning line on stderr."""
-    Console(stderr=True, soft_wrap=True, highlight=False).print(
+    Console(markup=False, stderr=True, soft_wrap=True, highlight=False).print(
         Text(f"warning: {' '.join(message.split())}", style="yellow")
     )
 
@@ -345,7 +347,7 @@ def print_plan(
     table.add_row("calls answered by the cache", str(estimate.cached_calls))
     table.add_row("prompt tokens (estimate)", f"~{estimate.prompt_tokens}")
     table.add_row("completion tokens (estimate)", f"~{estimate.completion_tokens}")
-    console = Console(highlight=False)
+    console = Console(markup=False, highlight=False)
     console.print(table)
     if estimate.logprobs is None:
         note = (
@@ -384,7 +386,7 @@ def print_usage(usage: Usage, rows_with_calls: int, rows: int, label: str = "LLM
             f"{usage.disagreements} written answers disagreed with their probability (their "
             "explanations say so, with explanations on)"
         )
-    Console(highlight=False).print("; ".join(parts), soft_wrap=True)
+    Console(markup=False, highlight=False).print("; ".join(parts), soft_wrap=True)
 
 
 @contextmanager

@@ -26,6 +26,7 @@ from assay.detectors import DETECTORS
 from assay.detectors.evaluate import detect_items, parse_item
 from assay.runner.gates import describe_result
 from assay.runner.rows import build_request, check_detector_names, check_judge_name
+from assay.schema import INPUT_FAILURES, DetectorFailed, RequestValidationError
 
 #: How request fields are spelled on the command line, for error messages.
 _DETECT_OPTIONS = {
@@ -85,11 +86,21 @@ def detect_command(
 
             print_plan(llm_judge_settings(), *plan_items([item], judge), as_json=as_json)
             return
-        results = run_sync(detect_items([item], judge))
+        try:
+            results = run_sync(detect_items([item], judge))
+        except DetectorFailed as error:
+            if error.failure.kind not in INPUT_FAILURES:
+                raise
+            # The input's fault, as the server's 422 says: name the option that carried it.
+            said = error.failure.message
+            field = next((f for f in ("context", "user_query") if said.startswith(f)), None)
+            raise RequestValidationError(field or "generated_text", said) from None
     if as_json:
         typer.echo(json.dumps(results, indent=2, ensure_ascii=False))
         return
-    console = Console(soft_wrap=True, highlight=False)
+    # Markup is off on every console: an answer's "[see note 3]" or "[/]" is text (it
+    # vanished, or crashed the command).
+    console = Console(markup=False, soft_wrap=True, highlight=False)
     for name, result in results[0].items():
         console.print(describe_result(name, result))
 
@@ -110,7 +121,7 @@ def detectors_command(as_json: JsonOutput = False) -> None:
         typer.echo(json.dumps(listing, indent=2, ensure_ascii=False))
         return
     # Printed line by line without wrapping, so instruction texts stay whole (and greppable).
-    console = Console(soft_wrap=True, highlight=False)
+    console = Console(markup=False, soft_wrap=True, highlight=False)
     for d in DETECTORS.values():
         console.print(Text.assemble((d.name, "bold cyan"), " — ", d.description))
         console.print(Text.assemble("├── ", ("required: ", "dim"), ", ".join(d.required_inputs)))

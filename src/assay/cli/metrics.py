@@ -48,7 +48,7 @@ def list_metrics(as_json: JsonOutput = False) -> None:
         table.add_row(
             m.name, m.kind, m.version, ", ".join(m.required_columns), m.metric_metadata.summary
         )
-    Console(highlight=False).print(table)
+    Console(markup=False, highlight=False).print(table)
 
 
 @metrics_app.command("show")

@@ -327,7 +327,7 @@ def ood_command(
         for result in results:
             usage.add(Usage.from_dict(dict(result.usage)))
         print_usage(usage, sum(1 for r in results if r.usage.get("calls")), len(results))
-        console = Console(highlight=False)
+        console = Console(markup=False, highlight=False)
         for gate in gates:
             style = "green" if gate.passed else "bold red"
             console.print(Text(f"{'pass' if gate.passed else 'FAIL'}  {gate.message}", style))
@@ -390,13 +390,13 @@ def _print_cases(results: list[RowResult], explain: bool) -> None:
                 cells.append("; ".join(f"{key}: {value}" for key, value in case.evidence.items()))
             table.add_row(*cells)
         table.add_section()
-    Console(highlight=False).print(table)
+    Console(markup=False, highlight=False).print(table)
 
 
 def print_ood_summary(summary: OODSummary, title: str) -> None:
     """Print the OOD summary tables (`report.ood_tables`) and any warnings (shared with
     `assay run --metric`)."""
-    console = Console(highlight=False)
+    console = Console(markup=False, highlight=False)
     for table in ood_tables(summary, title):
         console.print(table)
     print_probe_warnings(summary)

@@ -363,7 +363,7 @@ def run_command(
         if published is not None and publisher is not None:
             print_published(published, publisher.target)
         if junit is not None:
-            Console(highlight=False).print(f"wrote {junit}", soft_wrap=True)
+            Console(markup=False, highlight=False).print(f"wrote {junit}", soft_wrap=True)
     if unusable:
         raise fail(
             f"no row of {file} could be scored: all {summary.rows} were rejected "

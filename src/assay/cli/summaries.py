@@ -27,7 +27,7 @@ def _percent(value: float | None) -> str:
 
 def print_run_summary(summary: RunSummary) -> None:
     """The run's tables on stdout, then notes about failed rows, probes and LLM usage."""
-    console = Console(highlight=False)
+    console = Console(markup=False, highlight=False)
     table = Table(
         title=f"{summary.rows} row{'' if summary.rows == 1 else 's'} from {summary.input_path}"
     )
@@ -111,4 +111,4 @@ def print_published(counts: PublishCounts, target: Mapping[str, str]) -> None:
     if counts.skipped:
         reasons = ", ".join(f"{n} {reason}" for reason, n in counts.skipped_reasons.items())
         parts.append(f"{counts.skipped:,} rows not sent ({reasons})")
-    Console(highlight=False).print("; ".join(parts), soft_wrap=True)
+    Console(markup=False, highlight=False).print("; ".join(parts), soft_wrap=True)

@@ -23,7 +23,7 @@ from assay.detectors import DETECTORS
 from assay.server.auth import require_key
 from assay.server.charts import TrendPoint, failure_bar, histogram, trend
 from assay.server.errors import ServerError
-from assay.server.read import read_application, refuse_repeats, time_range
+from assay.server.read import read_application, refuse_nul_in_url, refuse_repeats, time_range
 from assay.store.detections import applications, model_names
 from assay.store.views import (
     DetectionFilter,
@@ -116,6 +116,13 @@ def parse_filter(name: str, params: dict[str, str]) -> tuple[DetectionFilter, in
     return view, page
 
 
+def _moment_text(moment: datetime) -> str:
+    """A naive UTC moment as a datetime-local box and a link take it, to the precision it has."""
+    if not moment.microsecond:
+        return moment.isoformat(timespec="seconds")
+    return moment.isoformat(timespec="milliseconds" if moment.microsecond % 1000 == 0 else "auto")
+
+
 def _unit(width: timedelta) -> str:
     seconds = int(width.total_seconds())
     for size, name in ((86400, "day"), (3600, "hour"), (60, "minute"), (1, "second")):
@@ -203,6 +210,7 @@ async def application_page(name: str, request: Request) -> HTMLResponse:
     access = require_key(request, browser=True)
     params = dict(request.query_params)
     try:
+        refuse_nul_in_url(request)
         refuse_repeats(request)
         view, page = parse_filter(name, params)
     except ServerError as error:
@@ -217,11 +225,12 @@ async def application_page(name: str, request: Request) -> HTMLResponse:
             link_text=f"Show {name} without filters",
         )
     shown = {key: params[key].strip() for key in _FILTER_KEYS if params.get(key, "").strip()}
-    # The form's datetime-local boxes take "YYYY-MM-DDTHH:MM:SS": an API-style "...Z" or a date
-    # alone would show an empty box, and the next Apply would drop the filter.
+    # The form's datetime-local boxes take "YYYY-MM-DDTHH:MM:SS[.fff]": an API-style "...Z" or
+    # a date alone would show an empty box, and the next Apply would drop the filter. A fraction
+    # of a second is kept, in the box and the page links: cut off, it widened the filter.
     for key, moment in (("since", view.since), ("until", view.until)):
         if moment is not None:
-            shown[key] = moment.strftime("%Y-%m-%dT%H:%M:%S")
+            shown[key] = _moment_text(moment)
 
     def query(session: Session) -> dict[str, Any]:
         return _page(session, view, page)
@@ -229,13 +238,14 @@ async def application_page(name: str, request: Request) -> HTMLResponse:
     try:
         data = await read_application(request, access, name, query)
     except ServerError as error:
-        if error.status != 404:
+        if error.status >= 500:
             raise
+        # A page, as for a filter: an unknown application, or a name no application can have.
         return _render(
             "page_error.html",
-            404,
+            error.status,
             name=name,
-            heading="not found",
+            heading="not found" if error.status == 404 else "not understood",
             message=f"Nothing to show: {error.message}.",
             link="/",
             link_text="All applications",

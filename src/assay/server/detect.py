@@ -10,7 +10,13 @@ from fastapi import APIRouter, Request
 from sqlalchemy.orm import Session
 
 from assay.detectors.evaluate import detect_items, failed_results, parse_items
-from assay.schema import DetectorFailed, DetectRequestItem, JudgeFailure, RequestValidationError
+from assay.schema import (
+    INPUT_FAILURES,
+    DetectorFailed,
+    DetectRequestItem,
+    JudgeFailure,
+    RequestValidationError,
+)
 from assay.server.auth import require_key
 from assay.server.body import check_limits, read_json_body
 from assay.server.errors import ErrorBody, ServerError
@@ -21,7 +27,6 @@ from assay.store.detections import add_detections
 router = APIRouter()
 #: Failures caused by an item's own input: sent again, it fails again, so they are no 503 (which
 #: clients retry) but a 422 naming the item.
-INPUT_FAILURES = frozenset({"input_too_long", "content_filtered"})
 
 #: The body AIMon's service answers an accepted async item with.
 ACCEPTED_MESSAGE = "Data successfully sent to Assay."

@@ -51,9 +51,9 @@ def refuse_repeats(request: Request) -> None:
 
 
 def refuse_nul_in_url(request: Request) -> None:
-    """422 for a path or query parameter holding a NUL character, on every route (installed
-    app-wide): PostgreSQL cannot compare against one (a 500 there, an empty answer on SQLite),
-    and a result must not depend on the database."""
+    """422 for a path or query parameter holding a NUL character (on every API route; the
+    dashboard calls it itself): PostgreSQL cannot compare against one (a 500 there, an empty
+    answer on SQLite), and a result must not depend on the database."""
     given = [*request.path_params.items(), *request.query_params.multi_items()]
     for name, value in given:
         if isinstance(value, str) and "\x00" in value:
