@@ -351,6 +351,20 @@ def test_run_warns_of_columns_the_output_cannot_carry(tmp_path: Path) -> None:
     mapped = runner.invoke(app, ["run", str(answers), "--map", "generated_text=row"])
     assert mapped.exit_code == 0, mapped.output
     assert "answers.jsonl's column 'usage' is not carried" in mapped.stderr
+    # A Parquet output has its own `record` and `<detector>.score` columns: an input's of
+    # those names stay in record only, which was not said.
+    shadowing = tmp_path / "shadowing.jsonl"
+    row = {"user_query": QUERY, "generated_text": RESPONSE, "record": "r1"}
+    shadowing.write_text(json.dumps({**row, "output_relevance.score": 5}) + "\n")
+    parquet = runner.invoke(
+        app,
+        ["run", str(shadowing), "--out", str(tmp_path / "out.parquet"), "-d", "output_relevance"],
+    )
+    assert parquet.exit_code == 0, parquet.output
+    assert (
+        "warning: shadowing.jsonl's 'record', 'output_relevance.score' get no Parquet column"
+        in parquet.stderr
+    )
 
 
 @pytest.mark.parametrize("target", ["rows.jsonl", "rows.scored.jsonl"])

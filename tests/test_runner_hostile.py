@@ -92,6 +92,8 @@ def test_hostile_rows_cost_only_their_row(tmp_path: Path, caplog: pytest.LogCapt
     assert summary.failures_by_kind == {"invalid_row": 3}
     warnings = [r for r in caplog.records if "NaN or Infinity" in r.getMessage()]
     assert len(warnings) == 1  # once per run, not once per value
+    # It names where the first one was (line 11's "weight"), not only "the output".
+    assert warnings[0].getMessage().startswith("weight holds NaN or Infinity")
 
 
 def test_assay_run_finishes_on_hostile_rows(tmp_path: Path) -> None:

@@ -63,6 +63,7 @@ from assay.runner.local import (
 from assay.runner.metric_rows import MetricScorer
 from assay.runner.ood_gates import mean_gate_caveat
 from assay.runner.output import (
+    RECORD_COLUMN,
     check_not_overwriting,
     check_writable,
     files_beside,
@@ -299,7 +300,8 @@ def run_command(
         # Checked up front too, so an unusable run fails before a progress bar is drawn.
         output = prepare_run(file, out, scorer, options)
         if isinstance(scorer, DetectorScorer):
-            lost = dropped_columns(sample_columns(file), scorer.column_map)
+            columns = sample_columns(file)
+            lost = dropped_columns(columns, scorer.column_map)
             if lost:
                 names = ", ".join(map(repr, lost))
                 warn(
@@ -307,6 +309,14 @@ def run_command(
                     f"{'are' if len(lost) > 1 else 'is'} not carried to the output, which writes "
                     "its own keys of those names; rename to keep"
                 )
+            if output.suffix.lower() == ".parquet":
+                own = {RECORD_COLUMN, *(f"{name}.score" for name in scorer.score_names)}
+                if shadowed := [c for c in columns if c in own]:
+                    warn(
+                        f"{file.name}'s {', '.join(map(repr, shadowed))} get no Parquet column "
+                        "of their own, as the output has columns of those names; they are "
+                        f"kept in {RECORD_COLUMN!r} only; rename to keep them as columns"
+                    )
         scales = scorer.score_scales if isinstance(scorer, MetricScorer) else gates.NO_RESCALING
         thresholds = gates.parse_fail_under(
             fail_under or [], known=scorer.score_names, scales=scales

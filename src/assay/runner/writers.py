@@ -84,25 +84,34 @@ class LineEncoder:
         except (ValueError, TypeError):  # UnicodeEncodeError is a ValueError
             return json.dumps(self._clean(line), ensure_ascii=False, allow_nan=False)
 
-    def _clean(self, value: Any) -> Any:
+    def _clean(self, value: Any, where: str = "") -> Any:
+        """`value` made JSON-safe; `where` is its key path in the line ("price", "meta.ratio"),
+        for the warning."""
         if isinstance(value, float) and not math.isfinite(value):
             if not self.warned_non_finite:
                 self.warned_non_finite = True
-                logger.warning("output holds NaN or Infinity, which JSON has not; written as null")
+                logger.warning(
+                    "%s holds NaN or Infinity, which JSON has not; written as null (and so in "
+                    "any other row or column that holds one)",
+                    where or "the output",
+                )
             return None
         if isinstance(value, str):
             return valid_text(value)
         if isinstance(value, Mapping):
-            return {self._clean(str(key)): self._clean(child) for key, child in value.items()}
+            return {
+                self._clean(str(key)): self._clean(child, f"{where}.{key}" if where else str(key))
+                for key, child in value.items()
+            }
         if isinstance(value, list | tuple):
-            return [self._clean(child) for child in value]
+            return [self._clean(child, where) for child in value]
         if value is None or isinstance(value, bool | int | float):
             return value
         if isinstance(value, bytes | bytearray):
             return bytes(value).decode("utf-8", "replace")
         if hasattr(value, "isoformat"):
-            return self._clean(value.isoformat())
-        return self._clean(str(value))
+            return self._clean(value.isoformat(), where)
+        return self._clean(str(value), where)
 
 
 class JsonlWriter:
