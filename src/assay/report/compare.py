@@ -293,7 +293,7 @@ def compare(
             continue
         before = pairing.rows[partner].scores
         now = _scores(line)
-        for name in before.keys() - now.keys():
+        for name in [name for name in before if name not in now]:  # in a stable order
             # Scored before, not now (the row was rejected, or the scorer was left out): a
             # row that cannot be compared, which a regression gate must not pass on.
             tally = _tally_for(tallies, name, None, marks)
