@@ -210,6 +210,30 @@ def test_serve_without_keys_is_one_line_without_an_exception_name(
 
 
 @pytest.mark.parametrize(
+    ("variable", "value", "expected"),
+    [
+        ("ASSAY_LLM_TIMEOUT", "abc", "error: ASSAY_LLM_TIMEOUT: expected float, got 'abc'"),
+        ("ASSAY_CASCADE_BAND", "0.9,0.1", "error: ASSAY_CASCADE_BAND: "),
+    ],
+)
+def test_serve_with_a_bad_llm_setting_stops_at_start_naming_it(
+    variable: str, value: str, expected: str
+) -> None:
+    # It started, then answered 500 to every request that asked for the LLM judge.
+    completed = subprocess.run(
+        [sys.executable, "-m", "assay.cli", "serve", "--no-auth", "--port", "1"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, variable: value},
+        timeout=120,
+        check=False,
+    )
+
+    assert completed.returncode == 2, completed.stderr
+    assert completed.stderr.strip().splitlines()[-1].startswith(expected), completed.stderr
+
+
+@pytest.mark.parametrize(
     ("url", "expected"),
     [
         # A database server that refuses the connection: its URL is named, its password not.

@@ -231,3 +231,32 @@ def test_the_estimate_counts_instructions_not_lines_that_look_like_them() -> Non
     asked = [question(c, hostile) for c in ("a", "b")]
     estimate = estimate_cost(LLMSettings(cache=False), asked, None)
     assert estimate.completion_tokens == 2 + 2 * 6  # two instructions asked, whatever it says
+
+
+def test_settings_read_from_the_environment_are_trimmed_and_checked_for_what_http_carries() -> None:
+    # A key read from a file kept its "\r" (every call "could not reach the LLM endpoint"); a
+    # non-ASCII key read as "not valid JSON"; a bad port failed every row as an ExceptionGroup.
+    trimmed = settings_from_env(
+        {"ASSAY_LLM_API_KEY": "sk-123\r\n", "ASSAY_LLM_BASE_URL": "http://127.0.0.1:8000/v1\n"}
+    )
+    assert (trimmed.api_key, trimmed.base_url) == ("sk-123", "http://127.0.0.1:8000/v1")
+    for environ, variable, words in (
+        ({"ASSAY_LLM_API_KEY": "sk-abcé"}, "ASSAY_LLM_API_KEY", "U+00E9 at position 6"),
+        ({"ASSAY_LLM_BASE_URL": "http://127.0.0.1:99999/v1"}, "ASSAY_LLM_BASE_URL", "port 99999"),
+        ({"ASSAY_LLM_BASE_URL": "http://host/v 1"}, "ASSAY_LLM_BASE_URL", "holds a space"),
+    ):
+        with pytest.raises(RequestValidationError) as caught:
+            settings_from_env(environ)
+        assert caught.value.field == variable and words in caught.value.message
+        assert "sk-abc" not in caught.value.message  # a key is never echoed
+
+
+def test_a_short_ttl_reads_its_own_window_but_leaves_other_runs_entries(tmp_path: Path) -> None:
+    # A run with cache_ttl=1 deleted every entry older than a second, for every other run.
+    path = tmp_path / "calls.sqlite3"
+    CallCache(path, ttl=3600).put("k", {"answer": 1})
+    with sqlite3.connect(path) as connection:  # written a minute ago
+        connection.execute("UPDATE judge_calls SET created = created - 60")
+
+    assert CallCache(path, ttl=1).get("k") is None  # too old for this reader
+    assert CallCache(path, ttl=3600).get("k") == {"answer": 1}  # still there for the others

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from assay.detectors import DETECTORS
-from assay.detectors.evaluate import parse_items, questions_for
+from assay.detectors.evaluate import detect_items, parse_items, questions_for
 from assay.judges.cache import CallCache
 from assay.judges.openai.probe import PROBE_USER
 from assay.runner import RunOptions, run_file
@@ -258,3 +259,47 @@ async def test_a_low_confidence_answer_is_unscored_not_a_guess(stub_server: Stub
     assert result["kind"] == "low_confidence_answer"
     assert "core_intent" in result["message"] and "0.0008" in result["message"]
     assert len(stub_server.requests) == 1  # a real answer, not re-asked
+
+
+async def test_identical_rows_in_one_batch_are_asked_once_and_get_the_same_verdicts(
+    stub_server: StubServer,
+) -> None:
+    # Grouped by text, the copies' instructions went into one prompt twice (8 numbered
+    # instructions) and each copy got its own, different verdicts.
+    use_judge(stub_server)
+    stub_server.reply(rubric_reply(PROBABILITIES))
+
+    results = await detect_items(parse_items([item(), item(), item(text="Another answer.")]))
+
+    first, second, other = (probabilities(dict(r["output_relevance"])) for r in results)
+    assert first == second == PROBABILITIES
+    assert len(stub_server.requests) == 2  # the two distinct rows, one rubric each
+    for request in stub_server.requests:
+        prompt = json.dumps(request.body["messages"])
+        assert "4. " in prompt and "5. " not in prompt  # four instructions, not eight
+
+
+def test_a_row_that_runs_out_of_time_still_counts_the_calls_it_made(
+    stub_server: StubServer, tmp_path: Path
+) -> None:
+    # The calls were sent (and paid for), but the error line had no usage and the run's
+    # summary said 0 calls.
+    use_judge(stub_server)
+    release = threading.Event()
+    stub_server.reply(CannedResponse(200, rubric_reply(EGGS).body, hold=release))
+    rows = write_rows(tmp_path, ["Boil the eggs 6 minutes.", "Butter the toast."])
+    try:
+        summary = run_file(
+            rows,
+            options=RunOptions(batch_size=2, workers=1, row_timeout=0.3),
+            detectors=["output_relevance"],
+            judge="openai",
+        )
+    finally:
+        release.set()
+
+    lines = scored_lines(summary)
+    assert all(line["error"]["kind"] == "timeout" for line in lines), lines
+    # Each row's call in the batch, then its call on its own: two each.
+    assert [line["usage"]["calls"] for line in lines] == [2, 2]
+    assert summary.usage.calls == 4 == len(stub_server.requests)

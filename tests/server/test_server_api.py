@@ -394,6 +394,31 @@ def test_saturated_server_answers_429_with_retry_after(
     assert server.post([relevance_item()]).status_code == 200  # serving again
 
 
+def test_a_request_whose_client_gave_up_stores_nothing(
+    live_server: LiveServer, gated_judge: GatedJudge
+) -> None:
+    # AIMon's SDK waits 60 s and sends again: a slow judge's result was stored twice.
+    item = relevance_item(
+        config={"output_relevance": {"judge": "gated"}},
+        publish=True,
+        application_name="gaveup",
+        model_name="m",
+    )
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(f"{live_server.url}/v2/detect", json=[item], headers=AUTH, timeout=0.5)
+    in_flight = live_server.app.state
+    deadline = time.monotonic() + 30
+    gated_judge.gate.set()
+    while in_flight.in_flight and time.monotonic() < deadline:  # the request finishes
+        time.sleep(0.05)
+    time.sleep(0.2)
+
+    assert [a["name"] for a in live_server.get("/v1/applications").json()] == []
+    again = live_server.post([item])  # the client's retry is stored, once
+    assert again.status_code == 200
+    assert live_server.get("/v1/applications/gaveup/detections").json()["total"] == 1
+
+
 @both_backends
 def test_clean_shutdown_hands_running_jobs_back(
     tmp_path: Path, database_url: str, gated_judge: GatedJudge

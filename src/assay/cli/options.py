@@ -4,6 +4,7 @@ flags (`--llm`, `--no-cache`, `--cascade-band`) become its settings before anyth
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated
@@ -118,6 +119,20 @@ def check_llm_judge(name: str | None) -> None:
     chosen = name or default_judge_name()
     if chosen in ("openai", "cascade"):
         get_judge(chosen)
+
+
+def check_llm_environment() -> None:
+    """Read every `$ASSAY_LLM_*` and `$ASSAY_CASCADE_BAND` that is set, so that a bad value
+    stops a server at start, naming the variable (it started, then answered 500 to every
+    request for the LLM judge). Unset variables are not required: a server may judge with the
+    embedded judge alone."""
+    from assay.judges.cascade import BAND_ENV, band_from_env
+    from assay.judges.openai.settings import settings_from_env
+
+    if any(name.startswith("ASSAY_LLM_") and value.strip() for name, value in os.environ.items()):
+        settings_from_env()
+    if os.environ.get(BAND_ENV, "").strip():
+        band_from_env()
 
 
 #: How the LLM options are named in error messages (merged into the commands' own maps).

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from assay.cli.common import reported_errors
-from assay.cli.options import number_option
+from assay.cli.options import check_llm_environment, number_option
 
 _SERVE_OPTIONS = {"database_url": "--database-url", "api_keys_file": "--api-keys-file"}
 
@@ -84,6 +84,7 @@ def serve_command(
     # A bad setting (no API keys, an unreadable keys file, a database that cannot be prepared)
     # is the user's to fix: one line, exit 2.
     with reported_errors(_SERVE_OPTIONS, bad_input=(ValueError,)):
+        check_llm_environment()
         settings = build_settings(
             database_url=database_url,
             api_keys_file=api_keys_file,

@@ -37,11 +37,17 @@ def cache_key(parts: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
+#: Age in seconds past which any opening of the cache deletes an entry (the default ttl).
+PURGE_AFTER = 30 * 24 * 3600.0
+
+
 class CallCache:
     """Judge calls by key, stored in SQLite.
 
     path: the database file (its folder is created on first use).
-    ttl: seconds an entry stays valid; older entries read as missing and are purged on open.
+    ttl: seconds an entry stays valid for this reader: older entries read as missing. Opening
+        the file purges only entries older than `PURGE_AFTER` or this ttl, whichever is
+        longer: a run with a short ttl must not delete what other runs may still read.
 
     Safe to share between threads and event loops of one process (one connection behind a lock);
     several processes may share the file (SQLite's WAL mode serialises their writes).
@@ -62,9 +68,8 @@ class CallCache:
             connection = sqlite3.connect(self.path, timeout=30, check_same_thread=False)
             connection.execute("PRAGMA journal_mode=WAL")
             connection.execute(_SCHEMA)
-            connection.execute(
-                "DELETE FROM judge_calls WHERE created < ?", (time.time() - self.ttl,)
-            )
+            oldest = time.time() - max(self.ttl, PURGE_AFTER)
+            connection.execute("DELETE FROM judge_calls WHERE created < ?", (oldest,))
             connection.commit()
         except (OSError, sqlite3.Error) as error:
             # Caching is an optimisation; a run must not fail because the cache file is unusable.

@@ -103,6 +103,11 @@ _ledger: contextvars.ContextVar[UsageLedger | None] = contextvars.ContextVar(
 )
 
 
+def open_ledger() -> UsageLedger | None:
+    """The ledger judge calls record to now (the innermost `collect_usage`), if any."""
+    return _ledger.get()
+
+
 @contextmanager
 def collect_usage() -> Iterator[UsageLedger]:
     """Open a ledger for the judge calls made inside this block (and tasks it starts)."""

@@ -27,6 +27,7 @@ from assay.environment import default_judge_name
 from assay.judges import verdict_settings
 from assay.judges.embedded.embedding_cache import CacheStats, shared_cache
 from assay.judges.openai.settings import configured_settings
+from assay.judges.usage import collect_usage, item_key, open_ledger
 from assay.runner.carried import carried_columns
 from assay.runner.checkpoint import (
     Checkpoint,
@@ -151,7 +152,12 @@ async def _score_with_timeout(
     chunk: Sequence[Row], scorer: RowScorer, row_timeout: float | None
 ) -> list[dict[str, Any]]:
     """Score a call's rows. When the call fails as a whole (it runs out of time, or raises),
-    its rows are scored again one by one, so that one slow or poisonous row fails alone."""
+    its rows are scored again one by one, so that one slow or poisonous row fails alone. LLM
+    usage is kept on one ledger across those tries: the calls of a try that timed out were
+    made (and paid for), so they count on the row's line, scored or not."""
+    if open_ledger() is None:
+        with collect_usage():
+            return await _score_with_timeout(chunk, scorer, row_timeout)
     limit = None if row_timeout is None else row_timeout * len(chunk)
     try:
         return await asyncio.wait_for(scorer.score(chunk), timeout=limit)
@@ -169,10 +175,20 @@ async def _score_with_timeout(
     column_map = dict(getattr(scorer, "column_map", ()))
     given = None if isinstance(fields, Exception) else apply_column_map(fields, column_map)
     if isinstance(failure, TimeoutError):
-        message = f"not scored within {row_timeout:g} s per row"
-        return [scorer.failure_line(number, given, TIMEOUT, message)]
-    message = f"{type(failure).__name__}: {failure}"
-    return [scorer.failure_line(number, given, "judge_error", message)]
+        line = scorer.failure_line(
+            number, given, TIMEOUT, f"not scored within {row_timeout:g} s per row"
+        )
+    else:
+        line = scorer.failure_line(
+            number, given, "judge_error", f"{type(failure).__name__}: {failure}"
+        )
+    ledger = open_ledger()
+    if isinstance(scorer, DetectorScorer) and ledger is not None:
+        item = scorer.prepare(chunk[0]).item
+        usage = ledger.take(item_key(item)) if item is not None else None
+        if usage is not None and not usage.is_empty():
+            line["usage"] = usage.to_dict()
+    return [line]
 
 
 def prepare_run(

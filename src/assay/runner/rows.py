@@ -11,6 +11,7 @@ row's 1-based number, its `id` when it has one, the text it was scored on (`user
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -18,7 +19,7 @@ from typing import Any, Protocol
 from assay.detectors import DETECTORS
 from assay.detectors.evaluate import check_encodable, detect_items, parse_item
 from assay.judges import judge_names
-from assay.judges.usage import collect_usage, item_key
+from assay.judges.usage import collect_usage, item_key, open_ledger
 from assay.runner.columns import LINE_KEYS, check_detector_columns
 from assay.runner.io import REQUEST_FIELDS, Row, UnreadableRow
 from assay.schema import DetectRequestItem, MustCompute, RequestValidationError
@@ -316,7 +317,10 @@ class DetectorScorer:
         """One output line per row, in the order given; the judge sees all valid rows at once."""
         pending = [self.prepare(row) for row in rows]
         items = [p.item for p in pending if p.item is not None]
-        with collect_usage() as ledger:
+        # The runner's ledger when it opened one (`local._score_with_timeout`): a call that
+        # runs out of time leaves its usage there, for the rows' retry or error lines.
+        enclosing = open_ledger()
+        with nullcontext(enclosing) if enclosing else collect_usage() as ledger:
             results = iter(await detect_items(items, self.judge) if items else [])
         lines = []
         for p in pending:

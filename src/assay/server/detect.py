@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from typing import Any
 
@@ -24,6 +25,7 @@ from assay.server.settings import ServerSettings
 from assay.store import jobs
 from assay.store.detections import add_detections
 
+logger = logging.getLogger(__name__)
 router = APIRouter()
 #: Failures caused by an item's own input: sent again, it fails again, so they are no 503 (which
 #: clients retry) but a 422 naming the item.
@@ -150,6 +152,11 @@ async def _detect(request: Request) -> list[dict[str, Any]]:
         published = [
             (items[index], computed[n]) for n, index in enumerate(now) if items[index].publish
         ]
+        if (published or queued) and await request.is_disconnected():
+            # The client gave up waiting (a timeout shorter than the judging: AIMon's SDK waits
+            # 60 s) and will send the request again: stored now, it would be stored twice.
+            logger.warning("client left before its results were stored; nothing was stored")
+            return responses
         if published or queued:
             await asyncio.to_thread(_store, request, published, queued)
             if queued:

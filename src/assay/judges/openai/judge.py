@@ -68,6 +68,12 @@ class OpenAIJudge(Judge):
     # -- the Judge interface ---------------------------------------------------------------
 
     async def answer(self, questions: Sequence[Question]) -> list[Answer]:
+        # Identical rows in one batch are asked once and share the answer: grouped together,
+        # their instructions went into one prompt twice, and each copy got its own verdict.
+        distinct, where = _distinct(questions)
+        if len(distinct) < len(questions):
+            answers = await self.answer(distinct)
+            return [answers[i] for i in where]
         groups: dict[GroupKey, list[int]] = {}
         for index, question in enumerate(questions):
             groups.setdefault(_group_key(question), []).append(index)
@@ -283,7 +289,7 @@ def rubric_requests(
     per instruction; greedy with logprobs, or (vote: its index) one sampled vote of each. Used
     to estimate cost before a run."""
     groups: dict[GroupKey, list[Question]] = {}
-    for question in questions:
+    for question in _distinct(questions)[0]:  # identical rows are asked once
         groups.setdefault(_group_key(question), []).append(question)
     planned = []
     for group in groups.values():
@@ -298,6 +304,14 @@ def rubric_requests(
             request = build_request(settings, messages, budget, vote, single=True)
             planned.append(PlannedCall(request, None, 1))
     return planned
+
+
+def _distinct(questions: Sequence[Question]) -> tuple[list[Question], list[int]]:
+    """The questions without repeats (an identical row's), and where each question's answer is
+    among them."""
+    seen: dict[Question, int] = {}
+    where = [seen.setdefault(question, len(seen)) for question in questions]
+    return list(seen), where
 
 
 def _group_key(question: Question) -> GroupKey:

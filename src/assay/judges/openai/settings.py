@@ -17,6 +17,7 @@ from typing import Literal
 
 from assay.retries import RetryPolicy
 from assay.schema import RequestValidationError
+from assay.transport import url_problem
 
 Strategy = Literal["fields", "per_instruction"]
 Structured = Literal["auto", "json_schema", "json_object", "none"]
@@ -188,6 +189,8 @@ def parse_overrides(pairs: Sequence[str], field: str = "llm") -> dict[str, objec
 
 
 def _convert(variable: str, raw: str, kind: type) -> object:
+    if kind is str:  # a key or URL read from a file keeps its newline
+        return raw.strip()
     if kind is bool:
         lowered = raw.strip().lower()
         if lowered in {"1", "true", "yes", "on"}:
@@ -229,10 +232,24 @@ def _check(settings: LLMSettings) -> None:
     for name in _FLOATS:
         if not math.isfinite(float(getattr(settings, name))):
             raise RequestValidationError(name, "must be a finite number")
-    if settings.base_url is not None and not re.match(r"https?://[^/\s]+", settings.base_url):
-        raise RequestValidationError(
-            "base_url", f"must be an http:// or https:// URL, got {settings.base_url!r}"
-        )
+    if settings.base_url is not None:
+        if not re.match(r"https?://[^/\s]+", settings.base_url):
+            raise RequestValidationError(
+                "base_url", f"must be an http:// or https:// URL, got {settings.base_url!r}"
+            )
+        # A bad port or a control character failed every row as "judge_error: ExceptionGroup".
+        problem = url_problem(settings.base_url)
+        if problem is None and any(not " " < char <= "~" for char in settings.base_url):
+            problem = f"{settings.base_url!r} holds a space or a character a URL cannot carry"
+        if problem is not None:
+            raise RequestValidationError("base_url", problem)
+    for position, char in enumerate(settings.api_key):
+        if not (" " <= char <= "~" or char == "\t"):  # it goes in the Authorization header
+            raise RequestValidationError(
+                "api_key",
+                f"has the character U+{ord(char):04X} at position {position}, which an HTTP "
+                "header cannot carry (the key is not shown: it is a secret)",
+            )
     for name in ("call_timeout", "row_timeout", "vote_temperature", "cache_ttl"):
         if float(getattr(settings, name)) <= 0:
             raise RequestValidationError(name, "must be greater than 0")
