@@ -200,6 +200,25 @@ def test_healthz_counts_the_jobs_this_process_holds(
         time.sleep(0.02)
 
 
+def test_healthz_is_503_while_the_worker_cannot_claim_jobs(
+    make_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Claims failed on every poll (a lease too long for a date) while /healthz said ok and
+    # queued jobs never ran.
+    def failing(*args: object, **kwargs: object) -> list[jobs.ClaimedJob]:
+        raise OverflowError("date value out of range")
+
+    monkeypatch.setattr(jobs, "claim", failing)
+    server = make_server()
+    deadline = time.monotonic() + 30
+    while (health := httpx.get(server.url + "/healthz")).status_code == 200:
+        assert time.monotonic() < deadline, "healthz kept answering ok"
+        time.sleep(0.02)
+    assert health.json()["message"] == (
+        "the job worker cannot claim jobs: date value out of range; see the server log"
+    )
+
+
 def test_a_crashed_job_worker_turns_healthz_503_and_is_logged(
     make_server: ServerFactory, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

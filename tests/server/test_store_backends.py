@@ -4,6 +4,9 @@ and one detection per detector of an item, enforced by the database."""
 from __future__ import annotations
 
 import json
+import sqlite3
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 from alembic import command
@@ -98,3 +101,44 @@ def test_migrations_upgrade_a_database_holding_data(database_url: str) -> None:
         assert sorted(request for _, request in ids) == ["r-1", "r-2"]
         assert {row[0] for row in outcomes} == {detection for detection, _ in ids}
     assert version == "0002"
+
+
+@pytest.mark.parametrize("url", ["sqlite://", "sqlite:///:memory:"])
+def test_an_in_memory_sqlite_database_is_refused(url: str) -> None:
+    # Each connection saw its own empty database: a publish answered 200, the next "no such
+    # table", and nothing outlived the process.
+    with pytest.raises(ValueError, match="is an in-memory database, which nothing outlives"):
+        Store(url)
+
+
+def test_a_sqlite_file_with_tables_of_its_own_is_refused_and_left_as_it_was(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "theirs.db"
+    with sqlite3.connect(path) as connection:
+        connection.execute("CREATE TABLE detections (x)")
+    with pytest.raises(ValueError, match=r"holds tables Assay did not make \(detections\)"):
+        Store(f"sqlite:///{path}").migrate()
+    with sqlite3.connect(path) as connection:  # no half-built schema left behind
+        names = connection.execute("SELECT name FROM sqlite_master").fetchall()
+    assert names == [("detections",)]
+
+
+def test_a_database_from_a_newer_assay_says_so(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'assay.db'}"
+    Store(url).migrate()
+    with sqlite3.connect(tmp_path / "assay.db") as connection:
+        connection.execute("UPDATE alembic_version SET version_num = '9999'")
+    with pytest.raises(ValueError, match="it was written by a newer Assay"):
+        Store(url).migrate()
+
+
+def test_servers_starting_together_on_a_new_sqlite_file_both_migrate(tmp_path: Path) -> None:
+    # One of two stopped with "table jobs already exists" (3 times in 18).
+    for attempt in range(8):
+        url = f"sqlite:///{tmp_path / f'race-{attempt}.db'}"
+        with ThreadPoolExecutor(max_workers=3) as pool:
+            done = list(pool.map(lambda same: Store(same).migrate(), [url] * 3))
+        assert done == [None, None, None]
+        with Store(url).reading() as session:
+            assert session.execute(text("SELECT count(*) FROM alembic_version")).scalar() == 1

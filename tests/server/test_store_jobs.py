@@ -69,6 +69,19 @@ def test_a_held_job_is_not_claimed_twice(database_url: str) -> None:
 
 
 @both_backends
+def test_a_worker_never_takes_over_a_job_it_still_holds(database_url: str) -> None:
+    # Under SQLite write load a renewal came late: the same live worker claimed its own job
+    # again, dropped the first attempt's result and in the end failed a healthy job.
+    store = _store(database_url)
+    _enqueue(store, "job-1")
+    [held] = jobs.claim(store, limit=1, lease_seconds=-1, max_attempts=3)  # lease already over
+    assert jobs.claim(store, limit=1, lease_seconds=60, max_attempts=3, holding={held.id}) == []
+    # Another worker (holding nothing) may take it over: the first one may be dead.
+    [taken] = jobs.claim(store, limit=1, lease_seconds=60, max_attempts=3)
+    assert (taken.id, taken.attempt) == ("job-1", 2)
+
+
+@both_backends
 def test_expired_lease_moves_the_job_and_the_old_claim_cannot_finish(database_url: str) -> None:
     store = _store(database_url)
     item = _enqueue(store, "job-1")

@@ -14,7 +14,10 @@ from assay.cli.options import check_llm_environment, number_option
 _SERVE_OPTIONS = {"database_url": "--database-url", "api_keys_file": "--api-keys-file"}
 
 
-_lease_seconds = number_option("a number of seconds from 0.1", 0.1)
+#: A day: a longer lease overflowed the lease's date (no job ever ran), and a dead worker's job
+#: would wait that long anyway.
+MAX_LEASE_SECONDS = 86_400.0
+_lease_seconds = number_option("a number of seconds from 0.1 to 86400", 0.1, MAX_LEASE_SECONDS)
 
 
 class LogLevel(StrEnum):
@@ -60,7 +63,7 @@ def serve_command(
         float,
         typer.Option(
             callback=_lease_seconds,
-            help="Seconds (at least 0.1) before a dead worker's job is taken over.",
+            help="Seconds (0.1 to 86400) before a dead worker's job is taken over.",
         ),
     ] = 60.0,
     job_concurrency: Annotated[

@@ -287,6 +287,8 @@ async def health(request: Request) -> dict[str, Any]:
     worker = request.app.state.worker
     if not worker.alive:
         raise ServerError(503, "the job worker stopped; see the server log")
+    if (failing := worker.claims_failing) is not None:
+        raise ServerError(503, f"the job worker cannot claim jobs: {failing}; see the server log")
     try:
         counts = await asyncio.to_thread(jobs.counts, store)
     except Exception as error:

@@ -46,9 +46,12 @@ class JobWorker:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._running: set[asyncio.Task[None]] = set()
+        #: Ids of the jobs those tasks work on: never claimed again by this worker.
+        self._holding: set[str] = set()
         #: When claiming started failing (None while it works), and when that was last logged.
         self._failing_since: float | None = None
         self._failure_logged_at = 0.0
+        self._claim_error = ""
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="assay-job-worker")
@@ -83,6 +86,7 @@ class JobWorker:
                 free = self.settings.job_concurrency - len(self._running)
                 if free > 0:
                     for job in await self._claim(free):
+                        self._holding.add(job.id)
                         task = asyncio.create_task(self._process(job), name=f"assay-job-{job.id}")
                         self._running.add(task)
                 await self._wait_for_change()
@@ -101,6 +105,7 @@ class JobWorker:
                 limit,
                 self.settings.job_lease_seconds,
                 self.settings.job_max_attempts,
+                frozenset(self._holding),
             )
         except Exception as error:  # the database hiccuped; try again on the next round
             self._claim_failed(error)
@@ -111,10 +116,17 @@ class JobWorker:
             self._failing_since = None
         return claimed
 
+    @property
+    def claims_failing(self) -> str | None:
+        """Why claiming jobs keeps failing (its last error's first line), or None while it
+        works: queued jobs then never run, which /healthz must not call ok."""
+        return self._claim_error if self._failing_since is not None else None
+
     def _claim_failed(self, error: Exception) -> None:
         """Log the first failure in full, then one line a minute while they go on (the worker
         polls every fraction of a second: a database outage would flood the log)."""
         now = time.monotonic()
+        self._claim_error = (str(error).strip() or type(error).__name__).splitlines()[0]
         if self._failing_since is None:
             self._failing_since = self._failure_logged_at = now
             logger.exception("could not claim jobs; retrying")
@@ -141,6 +153,12 @@ class JobWorker:
                 logger.error("job task failed", exc_info=task.exception())
 
     async def _process(self, job: jobs.ClaimedJob) -> None:
+        try:
+            await self._work(job)
+        finally:
+            self._holding.discard(job.id)
+
+    async def _work(self, job: jobs.ClaimedJob) -> None:
         try:
             item = parse_item(job.request)
         except RequestValidationError as error:

@@ -14,7 +14,7 @@ job was claimed again after its lease ran out.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -64,14 +64,25 @@ def _claimable() -> Any:
     )
 
 
-def claim(store: Store, limit: int, lease_seconds: float, max_attempts: int) -> list[ClaimedJob]:
+def claim(
+    store: Store,
+    limit: int,
+    lease_seconds: float,
+    max_attempts: int,
+    holding: Collection[str] = (),
+) -> list[ClaimedJob]:
     """Claim up to `limit` jobs that are queued or whose lease ran out.
 
     A job already claimed `max_attempts` times is marked failed instead: a request that kills
     its worker every time must not take the server down forever.
+    holding: ids of the jobs the caller is still working on. Never taken over by the caller
+        itself, even if a renewal came late (a write lock held up on SQLite): the caller is
+        alive, and taking its own job again only dropped the result and spent an attempt.
     """
     candidates = (
-        select(Job.id, Job.attempts, Job.request).where(_claimable()).order_by(Job.created_at)
+        select(Job.id, Job.attempts, Job.request)
+        .where(_claimable(), Job.id.not_in(list(holding)))
+        .order_by(Job.created_at)
     )
     if store.is_postgresql:
         with store.transaction() as session:

@@ -7,6 +7,7 @@ several server processes may share one PostgreSQL database.
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import re
@@ -17,7 +18,8 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Engine, create_engine, event, text
+from alembic.util import CommandError
+from sqlalchemy import Engine, create_engine, event, inspect, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.orm import Session, sessionmaker
@@ -73,18 +75,26 @@ class Store:
 
     def __init__(self, url: str | None = None, pool_size: int | None = None) -> None:
         self.url = database_url(url)
+        self.sqlite_path: Path | None = None  # the file, for a SQLite database
         try:
             parsed = make_url(self.url)
             self.is_sqlite = parsed.get_backend_name() == "sqlite"
             self.is_postgresql = parsed.get_backend_name() == "postgresql"
             options: dict[str, Any] = {}
             if self.is_sqlite:
+                if not parsed.database or parsed.database == ":memory:":
+                    # Each connection would see its own empty database: stored rows answered
+                    # 200, then "no such table" on the next connection, and nothing lasted.
+                    raise ValueError(
+                        f"database URL {self.url!r} is an in-memory database, which nothing "
+                        "outlives; give a file, e.g. sqlite:///assay.db"
+                    )
                 options["connect_args"] = {
                     "check_same_thread": False,
                     "timeout": _SQLITE_BUSY_TIMEOUT_MS / 1000,
                 }
-                if parsed.database and parsed.database != ":memory:":
-                    Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+                self.sqlite_path = Path(parsed.database).expanduser()
+                self.sqlite_path.parent.mkdir(parents=True, exist_ok=True)
             else:
                 size = configured_pool_size(pool_size)
                 # pre_ping: a connection the database server dropped (restart, failover, idle
@@ -103,16 +113,49 @@ class Store:
         return shown_url(self.url)
 
     def migrate(self) -> None:
-        """Bring the schema up to the newest migration (a no-op when it already is)."""
+        """Bring the schema up to the newest migration (a no-op when it already is).
+
+        Raises ValueError when the database holds tables Assay did not make, or was written by
+        a newer Assay."""
         config = Config()
         config.set_main_option("script_location", str(MIGRATIONS))
-        with self.engine.begin() as connection:
+        # Replicas starting together: one migrates, the others wait and find it done.
+        with self._migration_lock(), self.engine.begin() as connection:
             if self.is_postgresql:
-                # Replicas starting together: one migrates, the others wait and find it done.
                 connection.execute(text(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK})"))
+            tables = set(inspect(connection).get_table_names())
+            if tables and "alembic_version" not in tables:
+                # Migrating would fail part-way and, on SQLite, leave some tables behind.
+                raise ValueError(
+                    f"it holds tables Assay did not make ({', '.join(sorted(tables))}); give "
+                    "Assay a database of its own"
+                )
             config.attributes["connection"] = connection
-            command.upgrade(config, "head")
+            try:
+                command.upgrade(config, "head")
+            except CommandError as error:
+                if "Can't locate revision" not in str(error):
+                    raise
+                raise ValueError(
+                    f"it was written by a newer Assay ({error}); upgrade Assay to use it"
+                ) from None
         logger.info("database schema is current (%s)", self.shown_url)
+
+    @contextmanager
+    def _migration_lock(self) -> Iterator[None]:
+        """On SQLite, an exclusive lock on the database file while migrating (PostgreSQL takes
+        an advisory lock in the transaction): two servers starting on a new file both created
+        the tables, and one stopped with "table jobs already exists". `flock` is apart from
+        SQLite's own (fcntl) locks, so it does not block them."""
+        if not self.is_sqlite or self.sqlite_path is None:
+            yield
+            return
+        with self.sqlite_path.open("a+b") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
 
     @contextmanager
     def transaction(self) -> Iterator[Session]:
