@@ -200,6 +200,15 @@ def test_healthz_counts_the_jobs_this_process_holds(
         time.sleep(0.02)
 
 
+def first_unhealthy(server: LiveServer) -> httpx.Response:
+    """The first /healthz answer that is not 200 (within 30 s)."""
+    deadline = time.monotonic() + 30
+    while (health := httpx.get(server.url + "/healthz")).status_code == 200:
+        assert time.monotonic() < deadline, "healthz kept answering ok"
+        time.sleep(0.02)
+    return health
+
+
 def test_healthz_is_503_while_the_worker_cannot_claim_jobs(
     make_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -210,10 +219,7 @@ def test_healthz_is_503_while_the_worker_cannot_claim_jobs(
 
     monkeypatch.setattr(jobs, "claim", failing)
     server = make_server()
-    deadline = time.monotonic() + 30
-    while (health := httpx.get(server.url + "/healthz")).status_code == 200:
-        assert time.monotonic() < deadline, "healthz kept answering ok"
-        time.sleep(0.02)
+    health = first_unhealthy(server)
     assert health.json()["message"] == (
         "the job worker cannot claim jobs: date value out of range; see the server log"
     )
@@ -227,10 +233,7 @@ def test_a_crashed_job_worker_turns_healthz_503_and_is_logged(
 
     monkeypatch.setattr(JobWorker, "_wait_for_change", broken)
     server = make_server()
-    deadline = time.monotonic() + 30
-    while (health := httpx.get(server.url + "/healthz")).status_code == 200:
-        assert time.monotonic() < deadline, "healthz kept answering ok"
-        time.sleep(0.02)
+    health = first_unhealthy(server)
     assert health.status_code == 503
     assert health.json() == {"message": "the job worker stopped; see the server log", "status": 503}
     assert any(
