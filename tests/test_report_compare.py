@@ -129,7 +129,20 @@ def test_candidate_rows_without_ids_are_named_not_called_repeats() -> None:
     assert (result.repeated_ids, result.missing_ids, result.only_candidate) == (0, 3, 0)
     assert result.pairing_problem == (
         "3 rows of b have no id, but the baseline's rows are paired by id; give them the "
-        "baseline's ids"
+        "baseline's ids; 3 rows of a have no partner in b, so nothing says whether they got "
+        "worse"
+    )
+
+
+def test_baseline_rows_the_candidate_dropped_are_a_pairing_problem() -> None:
+    # A new run that left out its worst rows passed --fail-on-regression.
+    baseline = [line(n, 1.0, f"q{n}") for n in range(1, 4)]
+
+    result = compare(baseline, baseline[:2], ("a", "b"))
+
+    assert result.only_baseline == 1
+    assert result.pairing_problem == (
+        "1 rows of a have no partner in b, so nothing says whether they got worse"
     )
 
 

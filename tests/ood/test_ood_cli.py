@@ -315,3 +315,16 @@ def test_an_interrupted_ood_says_so_and_what_it_kept(
     assert re.search(r"error: interrupted after \d+ of \d+ in-domain questions were probed", said)
     assert "keeps finished rows and resumes" in said
     assert not out.exists()
+
+
+def test_out_may_not_be_the_profile_or_config_file(tmp_path: Path) -> None:
+    # A .jsonl profile given as --out too was removed as last run's output, then not found.
+    profile = tmp_path / "profile.jsonl"
+    profile.write_text(json.dumps(BANK_PROFILE), encoding="utf-8")
+    refused = assay(
+        "ood", "--use-case", str(profile), "--sut-url", "http://127.0.0.1:9/v1",
+        "--out", str(profile),
+    )  # fmt: skip
+    assert refused.returncode == 2
+    assert "--out: must not be the --use-case file" in refused.stderr
+    assert json.loads(profile.read_text(encoding="utf-8")) == BANK_PROFILE

@@ -216,12 +216,19 @@ def test_a_run_scored_without_publish_is_published_later_without_scoring_again(
 
 
 def test_a_wrong_server_url_is_corrected_without_scoring_again(
-    live_server: LiveServer, tmp_path: Path
+    live_server: LiveServer, proxy: RefusingProxy, tmp_path: Path
 ) -> None:
     data = write_rows(tmp_path / "rows.jsonl", 6)
     log = tmp_path / "judged.txt"
+    # Where nothing listens, the run stops before scoring (it scored every row first).
+    nobody = run_publish(data, "http://127.0.0.1:9", log=log)
+    assert nobody.returncode == 2
+    assert "error: --base-url: nothing answers at http://127.0.0.1:9" in nobody.stderr
+    assert not log.exists() or not log.read_text().strip()
 
-    wrong = run_publish(data, "http://127.0.0.1:9", log=log)
+    # A server that answers the check, then fails the rows: scored, nothing sent.
+    proxy.refuse_after = 0
+    wrong = run_publish(data, proxy.url, log=log)
     assert wrong.returncode == 1
     assert "error: publishing stopped before any row was sent: " in wrong.stderr
     judged = len(log.read_text().splitlines())

@@ -231,7 +231,11 @@ def ood_command(
     """
     with reported_errors(_SUT_OPTIONS, bad_input=(KeyError, ValueError)):
         if out is not None:
-            check_output_path(out)  # its types (.jsonl, .parquet) are never a profile's
+            check_output_path(out)
+            # A .jsonl profile or config is readable too: removed below as stale, it was lost.
+            inputs = {"the --use-case file": use_case, "the --config file": config}
+            check_not_overwriting(out, "out", inputs)
+            check_not_overwriting(summary_path_for(out), "out", inputs)
         if junit is not None:
             check_writable(junit, "junit")
             kept = {"the --use-case file": use_case, "the --config file": config, "--out": out}

@@ -65,15 +65,21 @@ class ClientPublisher:
     async def check(self) -> None:
         """A key the server refuses (401 or 403) is unusable input, named as --api-key, and so
         is an application the key may not publish to (404) or a name the server refuses (422),
-        named as --application-name. Anything else (a server down, a wrong URL) is left to
-        publishing, which says so once the output is complete and continues when the same
-        command is run again."""
+        named as --application-name, and so is a base URL where nothing accepts a connection
+        (--base-url). Anything else (a timeout, a 5xx) is left to publishing, which says so
+        once the output is complete and continues when the same command is run again."""
         auth = self.client.auth_header
         headers = {"Authorization": auth} if auth else {}
         path = PUBLISH_PATH.format(quote(self.application_name, safe=""))
         try:
             async with httpx.AsyncClient(timeout=httpx.Timeout(30.0)) as http:
                 response = await http.post(self.base_url + path, headers=headers)
+        except httpx.ConnectError as error:
+            # Nothing listens there (a mistyped URL, a server not started): say so before the
+            # scoring is spent. A slower failure is left to publishing, which resumes.
+            raise RequestValidationError(
+                "base_url", f"nothing answers at {self.base_url} ({error}); nothing was scored"
+            ) from None
         except (httpx.HTTPError, httpx.InvalidURL):
             return
         said = status_error(response)

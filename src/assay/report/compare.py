@@ -131,6 +131,11 @@ class Comparison:
                 f"{self.missing_ids} rows of {self.candidate_source} have no id, but the "
                 f"baseline's rows are paired by id; give them the baseline's ids"
             )
+        if self.only_baseline:
+            problems.append(
+                f"{self.only_baseline} rows of {self.baseline_source} have no partner in "
+                f"{self.candidate_source}, so nothing says whether they got worse"
+            )
         return "; ".join(problems) or None
 
     def regressions(self) -> list[str]:

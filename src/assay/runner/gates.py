@@ -328,7 +328,7 @@ def _unique_names(cases: Iterable[tuple[Mapping[str, Any], ET.Element]]) -> Iter
 
 def write_junit(
     lines: Iterable[Mapping[str, Any]],
-    path: Path,
+    path: Path | str,
     thresholds: Mapping[str, float],
     suite_name: str = "assay",
     gates: Sequence[GateCase] = (),
@@ -345,6 +345,7 @@ def write_junit(
     allow_errors: errored rows are skipped cases instead of errors.
     Returns the counts written in the suite's attributes.
     """
+    path = Path(path)  # a str too
     counts = JunitCounts()
     path.parent.mkdir(parents=True, exist_ok=True)
     # Test cases go to a scratch file first: the suite's opening tag needs the totals, and

@@ -222,7 +222,7 @@ class HttpJsonSUT(SystemUnderTest):
             raise SUTError(f"{type(error).__name__}: {error}") from None
         if response.status_code >= 400:
             failure = _status_error(response.status_code, response.text[:200], response.headers)
-            if response.status_code in (404, 405, 422) and "/v1" in self._url:
+            if response.status_code in (400, 404, 405, 422) and "/v1" in self._url:
                 failure.hint = (
                     f"this URL looks like an OpenAI-compatible API: use {setting('kind', 'openai')}"
                     " with the API root as the URL"
