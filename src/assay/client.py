@@ -54,6 +54,7 @@ from assay.transport import (
     NotFoundError,
     classify,
     decoded_body,
+    header_problem,
     status_error,
     transport_error,
     url_problem,
@@ -152,13 +153,11 @@ def checked_auth_header(header: str) -> str:
     """`header` without surrounding whitespace (a key read from a file keeps its newline);
     APIConnectionError, without echoing the secret, if it cannot go in an HTTP header."""
     header = header.strip()
-    for position, char in enumerate(header):
-        if not (" " <= char <= "~" or char == "\t"):
-            what = "a line break" if char in "\r\n" else f"the character U+{ord(char):04X}"
-            raise APIConnectionError(
-                f"could not send the request: auth_header has {what} at position {position} "
-                "(the header is not shown: it holds a secret); check auth_header or ASSAY_API_KEY"
-            )
+    if (problem := header_problem(header)) is not None:
+        raise APIConnectionError(
+            f"could not send the request: auth_header {problem} (the header is not shown: it "
+            "holds a secret); check auth_header or ASSAY_API_KEY"
+        )
     return header
 
 

@@ -367,8 +367,9 @@ class JudgeFailure(AssayError):
         self.message = message
 
 
-#: Failure kinds caused by the item's own input, not the judge: a 422 from the server, exit 2
-#: from `assay detect`.
+#: Failure kinds caused by the item's own input, not the judge: sent again, it fails again, so
+#: the server answers a 422 naming the item (not a 503, which clients retry), and `assay
+#: detect` exits 2.
 INPUT_FAILURES = frozenset({"input_too_long", "content_filtered"})
 
 

@@ -157,6 +157,16 @@ def url_problem(url: str) -> str | None:
     return None
 
 
+def header_problem(value: str) -> str | None:
+    """Why `value` cannot go in an HTTP header ("has a line break at position 12", "has the
+    character U+00E9 at position 6"), or None. Never quotes the value: headers hold secrets."""
+    for position, char in enumerate(value):
+        if not (" " <= char <= "~" or char == "\t"):
+            what = "a line break" if char in "\r\n" else f"the character U+{ord(char):04X}"
+            return f"has {what} at position {position}"
+    return None
+
+
 def transport_error(error: httpx.TransportError) -> APIError:
     if isinstance(error, httpx.TimeoutException):
         # httpx's timeouts often carry no text of their own.

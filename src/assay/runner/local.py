@@ -27,7 +27,7 @@ from assay.environment import default_judge_name
 from assay.judges import verdict_settings
 from assay.judges.embedded.embedding_cache import CacheStats, shared_cache
 from assay.judges.openai.settings import configured_settings
-from assay.judges.usage import collect_usage, item_key, open_ledger
+from assay.judges.usage import collect_usage, open_ledger
 from assay.runner.carried import carried_columns
 from assay.runner.checkpoint import (
     Checkpoint,
@@ -175,20 +175,10 @@ async def _score_with_timeout(
     column_map = dict(getattr(scorer, "column_map", ()))
     given = None if isinstance(fields, Exception) else apply_column_map(fields, column_map)
     if isinstance(failure, TimeoutError):
-        line = scorer.failure_line(
-            number, given, TIMEOUT, f"not scored within {row_timeout:g} s per row"
-        )
-    else:
-        line = scorer.failure_line(
-            number, given, "judge_error", f"{type(failure).__name__}: {failure}"
-        )
-    ledger = open_ledger()
-    if isinstance(scorer, DetectorScorer) and ledger is not None:
-        item = scorer.prepare(chunk[0]).item
-        usage = ledger.take(item_key(item)) if item is not None else None
-        if usage is not None and not usage.is_empty():
-            line["usage"] = usage.to_dict()
-    return [line]
+        message = f"not scored within {row_timeout:g} s per row"
+        return [scorer.failure_line(number, given, TIMEOUT, message)]
+    message = f"{type(failure).__name__}: {failure}"
+    return [scorer.failure_line(number, given, "judge_error", message)]
 
 
 def prepare_run(
@@ -379,14 +369,7 @@ async def drive_run(
             check_run_output(output_path)
             recorded = _recorded_summary(output_path)
             finished = finished_fingerprint(output_path, summary=recorded)
-            unpublished = run_fingerprint(input_path, scorer, RunControl())
-            if control.publisher is not None and finished == unpublished:
-                # This very run, scored before without --publish (or completed by
-                # --retry-failed): publish its output as it is, without scoring it again.
-                sent_to = dict(control.publisher.target)
-                checkpoint = Checkpoint(this_run, finished=True, publish_target=sent_to)
-                publish_only, recorded_cache = True, _recorded_cache_stats(recorded)
-            elif finished == this_run:
+            if finished == this_run:
                 settings = settings_fingerprint(scorer)
                 summary = write_summary(
                     input_path,
@@ -398,12 +381,20 @@ async def drive_run(
                 )
                 summary.already_complete = True
                 return summary
-            else:
+            # This very run, scored before without --publish (or completed by --retry-failed):
+            # published as it is, without scoring it again. (Its fingerprint re-reads the
+            # input, so it is taken only when publishing.)
+            if control.publisher is None or finished != run_fingerprint(
+                input_path, scorer, RunControl()
+            ):
                 raise RequestValidationError(
                     "out",
                     f"{output_path} holds a finished run; pass --overwrite to replace it, or "
                     "--retry-failed to rescore its failed rows",
                 )
+            sent_to = dict(control.publisher.target)
+            checkpoint = Checkpoint(this_run, finished=True, publish_target=sent_to)
+            publish_only, recorded_cache = True, _recorded_cache_stats(recorded)
         if checkpoint is None or not checkpoint.finished:  # rows left to score
             await scorer.before_rows()
         if control.publisher is not None:

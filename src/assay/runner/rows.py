@@ -299,8 +299,16 @@ class DetectorScorer:
     def failure_line(
         self, row: int, fields: Mapping[str, Any] | None, kind: str, message: str
     ) -> dict[str, Any]:
-        """See `RowScorer.failure_line`."""
-        return error_line(row, fields, kind, message)
+        """See `RowScorer.failure_line`. The LLM calls the row's judging made before it failed
+        (on the runner's ledger, see `score`) were paid for: they go on its line."""
+        line = error_line(row, fields, kind, message)
+        ledger = open_ledger()
+        if ledger is not None and fields is not None:
+            item = prepare_row(row, dict(fields), self.detectors, self.explain).item
+            usage = ledger.take(item_key(item)) if item is not None else None
+            if usage is not None and not usage.is_empty():
+                line["usage"] = usage.to_dict()
+        return line
 
     def prepare(self, row: Row) -> PendingRow:
         """One read row as a validated request item (columns mapped), or why it is rejected."""

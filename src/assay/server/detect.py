@@ -27,8 +27,6 @@ from assay.store.detections import add_detections
 
 logger = logging.getLogger(__name__)
 router = APIRouter()
-#: Failures caused by an item's own input: sent again, it fails again, so they are no 503 (which
-#: clients retry) but a 422 naming the item.
 
 #: The body AIMon's service answers an accepted async item with.
 ACCEPTED_MESSAGE = "Data successfully sent to Assay."

@@ -45,9 +45,9 @@ class JobWorker:
         self.settings = settings
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self._running: set[asyncio.Task[None]] = set()
-        #: Ids of the jobs those tasks work on: never claimed again by this worker.
-        self._holding: set[str] = set()
+        #: Each running job's task, and the job's id: those jobs are never claimed again by
+        #: this worker.
+        self._running: dict[asyncio.Task[None], str] = {}
         #: When claiming started failing (None while it works), and when that was last logged.
         self._failing_since: float | None = None
         self._failure_logged_at = 0.0
@@ -86,9 +86,8 @@ class JobWorker:
                 free = self.settings.job_concurrency - len(self._running)
                 if free > 0:
                     for job in await self._claim(free):
-                        self._holding.add(job.id)
                         task = asyncio.create_task(self._process(job), name=f"assay-job-{job.id}")
-                        self._running.add(task)
+                        self._running[task] = job.id
                 await self._wait_for_change()
         finally:
             # Shutting down: each running job hands itself back to the queue (see _process).
@@ -105,7 +104,7 @@ class JobWorker:
                 limit,
                 self.settings.job_lease_seconds,
                 self.settings.job_max_attempts,
-                frozenset(self._holding),
+                frozenset(self._running.values()),
             )
         except Exception as error:  # the database hiccuped; try again on the next round
             self._claim_failed(error)
@@ -147,18 +146,12 @@ class JobWorker:
             )
         finally:
             woken.cancel()
-        for task in done - {woken}:
-            self._running.discard(task)
+        for task in [task for task in self._running if task in done]:
+            del self._running[task]
             if not task.cancelled() and task.exception() is not None:
                 logger.error("job task failed", exc_info=task.exception())
 
     async def _process(self, job: jobs.ClaimedJob) -> None:
-        try:
-            await self._work(job)
-        finally:
-            self._holding.discard(job.id)
-
-    async def _work(self, job: jobs.ClaimedJob) -> None:
         try:
             item = parse_item(job.request)
         except RequestValidationError as error:

@@ -17,7 +17,7 @@ from typing import Literal
 
 from assay.retries import RetryPolicy
 from assay.schema import RequestValidationError
-from assay.transport import url_problem
+from assay.transport import header_problem, url_problem
 
 Strategy = Literal["fields", "per_instruction"]
 Structured = Literal["auto", "json_schema", "json_object", "none"]
@@ -239,17 +239,15 @@ def _check(settings: LLMSettings) -> None:
             )
         # A bad port or a control character failed every row as "judge_error: ExceptionGroup".
         problem = url_problem(settings.base_url)
-        if problem is None and any(not " " < char <= "~" for char in settings.base_url):
-            problem = f"{settings.base_url!r} holds a space or a character a URL cannot carry"
+        if problem is None and " " in settings.base_url:
+            problem = f"{settings.base_url!r} holds a space"
         if problem is not None:
             raise RequestValidationError("base_url", problem)
-    for position, char in enumerate(settings.api_key):
-        if not (" " <= char <= "~" or char == "\t"):  # it goes in the Authorization header
-            raise RequestValidationError(
-                "api_key",
-                f"has the character U+{ord(char):04X} at position {position}, which an HTTP "
-                "header cannot carry (the key is not shown: it is a secret)",
-            )
+    if (problem := header_problem(settings.api_key)) is not None:  # it is a bearer token
+        raise RequestValidationError(
+            "api_key",
+            f"{problem}, which an HTTP header cannot carry (the key is not shown: it is a secret)",
+        )
     for name in ("call_timeout", "row_timeout", "vote_temperature", "cache_ttl"):
         if float(getattr(settings, name)) <= 0:
             raise RequestValidationError(name, "must be greater than 0")

@@ -136,6 +136,7 @@ def build_sut(
     """
     check_sut_options(options, labels)
     url = str(options["url"])
+    key = os.environ.get("ASSAY_SUT_API_KEY", "").strip()
     if options.get("kind", "openai") == "openai":
         system_prompt = None
         if options.get("system_prompt") and config.use_case:
@@ -144,11 +145,10 @@ def build_sut(
         return OpenAIChatSUT(
             url,
             model=str(options.get("model", "default")),
-            api_key=os.environ.get("ASSAY_SUT_API_KEY", "unused"),
+            api_key=key or "unused",
             system_prompt=system_prompt,
             temperature=config.sut_temperature,
         )
-    key = os.environ.get("ASSAY_SUT_API_KEY", "").strip()
     return HttpJsonSUT(
         url,
         body_template=str(options.get("body_template", _DEFAULT_TEMPLATE)),
