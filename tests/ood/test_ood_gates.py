@@ -240,3 +240,30 @@ def test_rates_leave_out_the_cases_of_errored_rows() -> None:
     assert summary.failing_cases == [] and summary.transport_failures == 1
     [gate] = ood_gates(summary, tally_figures(tally), None, None, 0.05)
     assert gate.passed and gate.value == 0.0
+
+
+def test_listed_cases_say_how_many_there_are_beyond_those_shown() -> None:
+    from rich.console import Console
+
+    from assay.metrics.ood.summary import MAX_LISTED_CASES
+    from assay.report import build_report, collect, render_html
+    from assay.report.ood_tables import ood_tables
+
+    total = MAX_LISTED_CASES + 7
+    missed = {"kind": "near_domain", "label": "missed_refusal", "status": "judged"}
+    cases = [
+        {**missed, "query": f"probe {i}", "reply": "Sure.", "scope_flagged": True}
+        for i in range(total)
+    ]
+    line = {"row": 0, "id": "a", "llm.ood_detection": {"score": 0.0, "cases": cases}}
+    report = build_report(collect([line]), "ood.jsonl")
+    [scorer] = report.scorers
+    assert scorer.ood is not None and len(scorer.ood.failing_cases) == MAX_LISTED_CASES
+    # The terminal said "failing cases" over 25 rows, as if that were all of them.
+    console = Console(record=True, width=200, markup=False)
+    for table in ood_tables(scorer.ood, "ood"):
+        console.print(table)
+    assert f"failing cases ({MAX_LISTED_CASES} of {total} shown)" in console.export_text()
+    html = render_html(report, "ood.jsonl", "0")
+    assert f"Failing cases ({MAX_LISTED_CASES} of {total} shown)" in html
+    assert f"Probes the judge finds in scope ({MAX_LISTED_CASES} of {total} shown)" in html

@@ -185,3 +185,53 @@ def test_profile_keys_beside_use_case_are_refused_and_other_keys_are_warned_of(
     assert "only use_case is read from this file as a profile (not num_ood_queries)" in (
         caplog.text
     )
+
+
+def test_a_csv_cell_holding_a_json_message_list_is_a_conversation() -> None:
+    from assay.metrics.ood.rows import parse_rows
+
+    turns = '[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi?"}]'
+    texts = ["[see the FAQ] How do I block my card?", '["a", "b"]', "[not json"]
+    rows = [
+        {"input_id": str(i), "prompt": p, "sut_response": ""} for i, p in enumerate([turns, *texts])
+    ]
+    parsed = parse_rows(rows)
+    # It was sent to the system under test as text, JSON and all.
+    assert parsed[0].prompt == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Hi?"},
+    ]
+    assert [row.prompt for row in parsed[1:]] == texts
+    # A message list read from text is checked as one given as a list.
+    with pytest.raises(RequestValidationError, match=r"rows\[0\]\.prompt.*no message with role"):
+        parse_rows([{"input_id": "a", "prompt": '[{"role": "system", "content": "x"}]',
+                     "sut_response": None}])  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("description", "why"),
+    [
+        (
+            "Assistant client de la banque Harbour. Il aide avec : paiements par carte ; cartes "
+            "perdues. Quel est le solde de mon compte courant ?",
+            "function words of other languages",
+        ),
+        ("Помощник банка Харбор. Помогает с платежами по картам.", "outside the Latin alphabet"),
+        ("Kubernetes cluster troubleshooting, Helm charts, CI pipelines", None),
+        ("A La Paz tour guide: tours, hotels, de la Cruz museum and the El Alto market.", None),
+    ],
+)
+def test_a_profile_not_in_english_is_warned_of(
+    caplog: pytest.LogCaptureFixture, description: str, why: str | None
+) -> None:
+    # The banks and judges are English: a French profile got probes about nothing near its
+    # field, silently.
+    with caplog.at_level("WARNING", logger="assay.metrics.ood.profile"):
+        profile_from_mapping({"description": description})
+    messages = [r.getMessage() for r in caplog.records]
+    if why is None:
+        assert messages == []
+    else:
+        [message] = messages
+        assert message.startswith("the profile does not read as English (") and why in message
+        assert "ASSAY_LLM_BASE_URL" in message and "refusal_message" in message

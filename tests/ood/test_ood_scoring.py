@@ -136,12 +136,19 @@ async def test_a_reply_saying_the_profile_s_refusal_message_is_a_refusal_in_any_
         JudgeCase("Comment faire cuire du pain aux bananes ?", decline, False),
         JudgeCase("Comment faire cuire du pain aux bananes ?", f"Bonjour ! {decline}", False),
         JudgeCase("Comment faire cuire du pain aux bananes ?", "Cuisez-le 25 minutes.", False),
+        # An answer that ends with the decline text still answered.
+        JudgeCase(
+            "Comment faire cuire du pain aux bananes ?",
+            "Écrasez trois bananes, mélangez-les avec la farine, le sucre, le beurre fondu et "
+            f"deux œufs, puis cuisez le tout 50 minutes à 180 degrés. {decline}",
+            False,
+        ),
     ]
     without = await EmbeddedOODJudge().judge(cases[:1], PROFILE)
     verdicts = await EmbeddedOODJudge().judge(cases, french)
     assert [getattr(v, "label", None) for v in without] == ["missed_refusal"]
     labels = [getattr(v, "label", None) for v in verdicts]
-    assert labels == ["correct_refusal", "correct_refusal", "missed_refusal"]
+    assert labels == ["correct_refusal", "correct_refusal", "missed_refusal", "missed_refusal"]
 
 
 async def test_judge_labels_the_four_behaviours() -> None:

@@ -101,11 +101,15 @@ class OneLineErrorsGroup(TyperGroup):
         sys.exit(code if isinstance(code, int) else 0)
 
 
+def plain_console(stderr: bool = False, soft_wrap: bool = False) -> Console:
+    """A Rich console that prints text as given: no markup ("[/]" in a user's text crashed
+    `assay detect`, "[see note 3]" vanished) and no highlighting of numbers or paths."""
+    return Console(markup=False, highlight=False, stderr=stderr, soft_wrap=soft_wrap)
+
+
 def _error_line(message: str) -> None:
     one_line = " ".join(message.split())
-    Console(markup=False, stderr=True, soft_wrap=True, highlight=False).print(
-        Text(f"error: {one_line}", style="bold red")
-    )
+    plain_console(stderr=True, soft_wrap=True).print(Text(f"error: {one_line}", style="bold red"))
 
 
 def option_label(field: str, options: Mapping[str, str]) -> str:
@@ -279,7 +283,7 @@ def _progress_interval(console: Console) -> float:
 def progress_bar(label: str) -> Iterator[tuple[ProgressDisplay, TaskID]]:
     """Progress on stderr with rows/s and ETA; set its total once known. On a terminal it is a
     bar; otherwise (a CI log) a line every few seconds (`$ASSAY_PROGRESS_SECONDS`, default 5)."""
-    console = Console(markup=False, stderr=True, highlight=False, soft_wrap=True)
+    console = plain_console(stderr=True, soft_wrap=True)
     if not console.is_terminal:
         lines = LineProgress(label, console, _progress_interval(console))
         yield lines, TaskID(0)
@@ -299,14 +303,12 @@ def progress_bar(label: str) -> Iterator[tuple[ProgressDisplay, TaskID]]:
 
 def note(message: str) -> None:
     """One plain line on stderr about what a command is doing (resuming, already complete)."""
-    Console(markup=False, stderr=True, soft_wrap=True, highlight=False).print(
-        " ".join(message.split())
-    )
+    plain_console(stderr=True, soft_wrap=True).print(" ".join(message.split()))
 
 
 def warn(message: str) -> None:
     """One yellow warning line on stderr."""
-    Console(markup=False, stderr=True, soft_wrap=True, highlight=False).print(
+    plain_console(stderr=True, soft_wrap=True).print(
         Text(f"warning: {' '.join(message.split())}", style="yellow")
     )
 
@@ -347,7 +349,7 @@ def print_plan(
     table.add_row("calls answered by the cache", str(estimate.cached_calls))
     table.add_row("prompt tokens (estimate)", f"~{estimate.prompt_tokens}")
     table.add_row("completion tokens (estimate)", f"~{estimate.completion_tokens}")
-    console = Console(markup=False, highlight=False)
+    console = plain_console()
     console.print(table)
     if estimate.logprobs is None:
         note = (
@@ -386,7 +388,7 @@ def print_usage(usage: Usage, rows_with_calls: int, rows: int, label: str = "LLM
             f"{usage.disagreements} written answers disagreed with their probability (their "
             "explanations say so, with explanations on)"
         )
-    Console(markup=False, highlight=False).print("; ".join(parts), soft_wrap=True)
+    plain_console().print("; ".join(parts), soft_wrap=True)
 
 
 @contextmanager

@@ -6,11 +6,10 @@ import json
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.text import Text
 
 from assay._sync import run_sync
-from assay.cli.common import print_plan, reported_errors
+from assay.cli.common import plain_console, print_plan, reported_errors
 from assay.cli.options import (
     LLM_OPTION_LABELS,
     CascadeBand,
@@ -100,7 +99,7 @@ def detect_command(
         return
     # Markup is off on every console: an answer's "[see note 3]" or "[/]" is text (it
     # vanished, or crashed the command).
-    console = Console(markup=False, soft_wrap=True, highlight=False)
+    console = plain_console(soft_wrap=True)
     for name, result in results[0].items():
         console.print(describe_result(name, result))
 
@@ -121,7 +120,7 @@ def detectors_command(as_json: JsonOutput = False) -> None:
         typer.echo(json.dumps(listing, indent=2, ensure_ascii=False))
         return
     # Printed line by line without wrapping, so instruction texts stay whole (and greppable).
-    console = Console(markup=False, soft_wrap=True, highlight=False)
+    console = plain_console(soft_wrap=True)
     for d in DETECTORS.values():
         console.print(Text.assemble((d.name, "bold cyan"), " — ", d.description))
         console.print(Text.assemble("├── ", ("required: ", "dim"), ", ".join(d.required_inputs)))

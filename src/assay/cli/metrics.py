@@ -6,10 +6,9 @@ import json
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from assay.cli.common import reported_errors
+from assay.cli.common import plain_console, reported_errors
 from assay.cli.options import JsonOutput
 from assay.metrics.manifest import all_manifests, get_manifest, render_manifest
 from assay.schema import RequestValidationError
@@ -48,7 +47,7 @@ def list_metrics(as_json: JsonOutput = False) -> None:
         table.add_row(
             m.name, m.kind, m.version, ", ".join(m.required_columns), m.metric_metadata.summary
         )
-    Console(markup=False, highlight=False).print(table)
+    plain_console().print(table)
 
 
 @metrics_app.command("show")

@@ -24,7 +24,6 @@ from typing import Annotated, Any
 
 import typer
 import yaml
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
@@ -38,6 +37,7 @@ from assay.cli.common import (
     fail,
     note,
     outcome_code,
+    plain_console,
     print_usage,
     progress_bar,
     reported_errors,
@@ -331,7 +331,7 @@ def ood_command(
         for result in results:
             usage.add(Usage.from_dict(dict(result.usage)))
         print_usage(usage, sum(1 for r in results if r.usage.get("calls")), len(results))
-        console = Console(markup=False, highlight=False)
+        console = plain_console()
         for gate in gates:
             style = "green" if gate.passed else "bold red"
             console.print(Text(f"{'pass' if gate.passed else 'FAIL'}  {gate.message}", style))
@@ -394,13 +394,13 @@ def _print_cases(results: list[RowResult], explain: bool) -> None:
                 cells.append("; ".join(f"{key}: {value}" for key, value in case.evidence.items()))
             table.add_row(*cells)
         table.add_section()
-    Console(markup=False, highlight=False).print(table)
+    plain_console().print(table)
 
 
 def print_ood_summary(summary: OODSummary, title: str) -> None:
     """Print the OOD summary tables (`report.ood_tables`) and any warnings (shared with
     `assay run --metric`)."""
-    console = Console(markup=False, highlight=False)
+    console = plain_console()
     for table in ood_tables(summary, title):
         console.print(table)
     print_probe_warnings(summary)

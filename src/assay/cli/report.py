@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.progress import Progress, TextColumn
 
 from assay.cli.common import (
@@ -17,6 +16,7 @@ from assay.cli.common import (
     RateColumn,
     fail,
     outcome_code,
+    plain_console,
     reported_errors,
     warn,
 )
@@ -42,7 +42,7 @@ def _counted(lines: Iterator[dict[str, Any]], label: str) -> Iterator[dict[str, 
     """Pass `lines` through while a progress line on stderr counts them (large outputs take a
     while to read; the count is not known up front, so there is no bar to fill). Shown on a
     terminal only: in a CI log a vanishing counter would leave just a blank line."""
-    console = Console(markup=False, stderr=True)
+    console = plain_console(stderr=True)
     progress = Progress(
         TextColumn(label),
         TextColumn("{task.completed:,} rows"),
@@ -250,7 +250,7 @@ def report_command(
         ]
         typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
     else:
-        console = Console(markup=False, highlight=False)
+        console = plain_console()
         reporting.print_report(built, console)
         if comparison is not None:
             reporting.print_comparison(comparison, console)

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from assay._sync import run_sync
 from assay.cli.common import (
@@ -24,6 +23,7 @@ from assay.cli.common import (
     fail,
     note,
     outcome_code,
+    plain_console,
     print_plan,
     progress_bar,
     reported_errors,
@@ -373,7 +373,7 @@ def run_command(
         if published is not None and publisher is not None:
             print_published(published, publisher.target)
         if junit is not None:
-            Console(markup=False, highlight=False).print(f"wrote {junit}", soft_wrap=True)
+            plain_console().print(f"wrote {junit}", soft_wrap=True)
     if unusable:
         raise fail(
             f"no row of {file} could be scored: all {summary.rows} were rejected "

@@ -6,11 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from assay.cli.common import print_usage
+from assay.cli.common import plain_console, print_usage
 from assay.cli.ood import print_ood_summary
 from assay.runner.output import id_text
 from assay.runner.publish import PublishCounts
@@ -27,7 +26,7 @@ def _percent(value: float | None) -> str:
 
 def print_run_summary(summary: RunSummary) -> None:
     """The run's tables on stdout, then notes about failed rows, probes and LLM usage."""
-    console = Console(markup=False, highlight=False)
+    console = plain_console()
     table = Table(
         title=f"{summary.rows} row{'' if summary.rows == 1 else 's'} from {summary.input_path}"
     )
@@ -111,4 +110,4 @@ def print_published(counts: PublishCounts, target: Mapping[str, str]) -> None:
     if counts.skipped:
         reasons = ", ".join(f"{n} {reason}" for reason, n in counts.skipped_reasons.items())
         parts.append(f"{counts.skipped:,} rows not sent ({reasons})")
-    Console(markup=False, highlight=False).print("; ".join(parts), soft_wrap=True)
+    plain_console().print("; ".join(parts), soft_wrap=True)

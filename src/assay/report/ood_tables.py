@@ -59,7 +59,10 @@ def ood_tables(summary: OODSummary, title: str) -> list[Table]:
     figures.add_row("probes the judge finds in scope", str(summary.scope_flagged))
     tables = [four_way, figures]
     if summary.failing_cases:
-        failing = Table(title=f"{title}: failing cases")
+        total = confusion.get("over_rejection", 0) + confusion.get("missed_refusal", 0)
+        shown = len(summary.failing_cases)
+        count = f" ({shown} of {total} shown)" if shown < total else ""
+        failing = Table(title=f"{title}: failing cases{count}")
         for column in ("row", "kind", "verdict", "query", "reply"):
             failing.add_column(column, overflow="fold")
         for case in summary.failing_cases:

@@ -52,6 +52,19 @@ def _plain(text: str) -> str:
     return " ".join(re.findall(r"\w+", text.lower()))
 
 
+def says_mostly(reply: str, message: str) -> bool:
+    """Whether `reply` says `message` (already `_plain`) and little else.
+
+    An answer that ends with the decline text ("... bake it 50 minutes. Sorry, I can only help
+    with cards.") still answered, so the words besides the message may be at most as many as
+    the message's own (a greeting, a pointer elsewhere).
+    """
+    said = _plain(reply)
+    if message not in said:
+        return False
+    return len(said.split()) - len(message.split()) <= len(message.split())
+
+
 @dataclass(frozen=True)
 class JudgeCase:
     """One pair to judge.
@@ -173,12 +186,12 @@ class EmbeddedOODJudge(OODJudge):
         refusals = refusal_probabilities(
             [case.reply for case in cases], queries=[case.query for case in cases]
         )
-        # The profile's own decline text, when a reply says it, is a refusal in any language
-        # (the offline refusal judge reads English only).
+        # The profile's own decline text, when a reply is mostly it, is a refusal in any
+        # language (the offline refusal judge reads English only).
         declines = _plain(profile.fields.get("refusal_message", ""))
         if len(declines) >= 8:
             refusals = [
-                max(p, SAYS_REFUSAL_MESSAGE) if declines in _plain(case.reply) else p
+                max(p, SAYS_REFUSAL_MESSAGE) if says_mostly(case.reply, declines) else p
                 for case, p in zip(cases, refusals, strict=True)
             ]
         results: list[Judgement | JudgeFailure] = []

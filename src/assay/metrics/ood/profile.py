@@ -9,8 +9,8 @@ Recognised keys (all optional except that the profile must say something):
   system_prompt      the application's system prompt, if it has one; bullets under headings
                      such as "Primary Role"/"Allowed" add topics, "Forbidden"/"Do NOT" bullets
                      add disallowed topics (`prompt_sections.py`)
-  refusal_message    the text it uses to decline: a reply that says it is a refusal, in any
-                     language (the offline refusal judge otherwise reads English only)
+  refusal_message    the text it uses to decline: a reply that is mostly it is a refusal, in
+                     any language (the offline refusal judge otherwise reads English only)
 Any other keys are kept and shown to the LLM generator/judge, but not used offline; each gets a
 warning naming it (with the key it was likely meant for, when it is a near miss).
 """
@@ -29,6 +29,7 @@ from typing import Any
 
 import yaml
 
+from assay.metrics.ood.language import not_english
 from assay.metrics.ood.prompt_sections import read_sections
 from assay.schema import RequestValidationError, unique_keys
 
@@ -184,7 +185,21 @@ def profile_from_mapping(values: Mapping[str, object], source: str = "use_case")
         raise RequestValidationError(
             source, f"says nothing about scope: give at least one of {', '.join(SCOPE_KEYS)}"
         )
+    _warn_if_not_english(profile)
     return profile
+
+
+def _warn_if_not_english(profile: UseCaseProfile) -> None:
+    prose = " ".join(profile.fields.get(key, "") for key in SCOPE_KEYS)
+    why = not_english(prose)
+    if why:
+        logger.warning(
+            "the profile does not read as English (%s): the offline probe banks and judges read "
+            "English, so its near-domain probes may not be about its field and replies in its "
+            "language are not read as refusals. Set ASSAY_LLM_BASE_URL and ASSAY_LLM_MODEL to "
+            "have an LLM write the probes and judge, or give refusal_message.",
+            why,
+        )
 
 
 def load_profile(path: Path) -> UseCaseProfile:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,10 +29,30 @@ class OODRow:
     context: Any = None
 
 
+def _messages_in_text(value: str) -> Any:
+    """A CSV cell holding a JSON message list, as that list; any other text as itself.
+
+    CSV has no list type, so a conversation prompt arrives as its JSON text; sent as text, the
+    system under test would have been asked about the JSON.
+    """
+    if not value.lstrip().startswith("["):
+        return value
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        return value
+    looks_like_messages = isinstance(parsed, list) and all(
+        isinstance(item, Mapping) and "role" in item and "content" in item for item in parsed
+    )
+    return parsed if parsed and looks_like_messages else value
+
+
 def _prompt(value: Any, where: str) -> Prompt:
     if isinstance(value, str):
         if not value.strip():
             raise RequestValidationError(where, "must not be blank")
+        value = _messages_in_text(value)
+    if isinstance(value, str):
         return value
     if isinstance(value, list) and value:
         for index, message in enumerate(value):
