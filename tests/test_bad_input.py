@@ -27,6 +27,15 @@ CASES: list[tuple[str, Any, str, str]] = [
     ("empty generated_text", {**GOOD, "generated_text": "   "}, "[0].generated_text", "empty"),
     ("missing user_query", {**GOOD, "user_query": None}, "[0].user_query", "output_relevance"),
     ("blank user_query", {**GOOD, "user_query": ""}, "[0].user_query", "missing or empty"),
+    # Markup alone is no text to judge: the embedded judge crashed on it (a server's 503).
+    ("markup-only user_query", {**GOOD, "user_query": "<b></b>"}, "[0].user_query", "only markup"),
+    ("markup-only answer", {**GOOD, "generated_text": "<p></p>"}, "[0].generated_text", "markup"),
+    (
+        "markup-only context",
+        {**GOOD, "context": ["<p> </p>", "<br>"], "config": {"completeness": {}}},
+        "[0].context",
+        "holds only markup",
+    ),
     (
         "completeness without context",
         {**GOOD, "context": None, "config": {"completeness": {}}},

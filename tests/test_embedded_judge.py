@@ -15,7 +15,8 @@ from assay.detectors import DETECTORS
 from assay.detectors.evaluate import detect_items, parse_items, questions_for
 from assay.judges.base import Question
 from assay.judges.embedded import crosscheck as C
-from assay.judges.embedded.agreement import may_conflict
+from assay.judges.embedded import text as T
+from assay.judges.embedded.agreement import context_conflicts, known_words, may_conflict
 from assay.judges.embedded.agreement_model import (
     LABELS,
     MAX_TOKENS,
@@ -344,6 +345,28 @@ def test_calibration_fitted_on_other_features_is_rejected() -> None:
                 "Ёлки are sold out now.",
             ],
         ),
+        # Titles, initials, name suffixes, a.m./p.m. before a day or time and a month before its
+        # day end nothing; a letter or a.m. before a new sentence still does.
+        (
+            "Dr. Smith and Prof. Jones led the trial. Martin Luther King Jr. Day is a holiday. "
+            "It opens at 9 a.m. Monday to Friday, except holidays.",
+            [
+                "Dr. Smith and Prof. Jones led the trial.",
+                "Martin Luther King Jr. Day is a holiday.",
+                "It opens at 9 a.m. Monday to Friday, except holidays.",
+            ],
+        ),
+        (
+            "The bridge was designed by John A. Roebling in 1867. It opens at 9 a.m. The fee "
+            "rises on Jan. 5 every year. We chose option B. The fee is lower there.",
+            [
+                "The bridge was designed by John A. Roebling in 1867.",
+                "It opens at 9 a.m.",
+                "The fee rises on Jan. 5 every year.",
+                "We chose option B.",
+                "The fee is lower there.",
+            ],
+        ),
     ],
 )
 def test_sentence_splitting(text: str, expected: list[str]) -> None:
@@ -474,6 +497,35 @@ def test_a_negation_is_read_as_a_contradiction_and_a_restatement_is_not() -> Non
     assert not may_conflict(statement, "Every day except Monday the museum opens at 9 am.")
 
 
+def test_not_x_said_as_the_opposite_of_x_is_no_conflict() -> None:
+    # From a walkthrough: "No, the spa is closed on Mondays" contradicted "The spa does not
+    # open on Mondays" (p 0.19), so the right answer scored as the wrong one.
+    statement = "The spa does not open on Mondays."
+    assert not may_conflict(statement, "No, the spa is closed on Mondays.")
+    assert may_conflict(statement, "Yes, the spa is open on Mondays.")
+    required = "A passport photo is not required for the renewal form."
+    assert not may_conflict(required, "A passport photo is optional for the renewal form.")
+    assert may_conflict(required, "A passport photo is required for the renewal form.")
+    assert not may_conflict("The spa is closed on Mondays.", "The spa is not open on Mondays.")
+    assert may_conflict("The spa is closed on Mondays.", "The spa is not closed on Mondays.")
+
+
+def test_a_figure_written_as_words_is_that_figure() -> None:
+    context = "The family suite sleeps up to four guests and has two bathrooms."
+    known = known_words(context)
+    assert T.with_digits("twenty-five days, Thirty five, one of them") == "25 days, 35, one of them"
+    # A right digit-for-word rewrite was a changed number, and a wrong number word passed.
+    right = "The family suite sleeps up to 4 guests and has 2 bathrooms."
+    wrong = "The family suite sleeps up to six guests and has two bathrooms."
+    assert context_conflicts([context], [right], np.ones((1, 1)), known) == []
+    [conflict] = context_conflicts([context], [wrong], np.ones((1, 1)), known)
+    assert conflict.kind == "number"
+    # The answer's 4 and 2 are figures the context gives (so no invented figure); an answer's
+    # own number words are not read as figures ("two main types" counts its points).
+    assert T.numbers(right) == {"4", "2"} <= T.numbers(context, plain=True)
+    assert T.numbers(wrong) == set()
+
+
 async def test_a_paraphrase_of_the_context_is_no_contradiction() -> None:
     [result] = await run([completeness(FULL)])
     entries = result["completeness"]["instructions_list"]
@@ -520,3 +572,21 @@ def test_self_pairs_that_cannot_conflict_are_not_read() -> None:
     read = C.features([], sentences, [], pairs, answers, {})[0]
     all_read = C.features([], sentences, [], every, answers, {})[0]
     assert read == all_read and read["self_contra_max"] > 0
+
+
+async def test_output_relevance_does_not_read_or_refuse_for_the_context() -> None:
+    # It reads only the query and the answer, yet a long context made it fail as
+    # input_too_long (and cost encoding every context sentence).
+    long_context = " ".join(f"Document line {i} says the router is blue." for i in range(1100))
+    item = {
+        "user_query": "What colour is the router?",
+        "generated_text": "The router is blue.",
+        "config": {"output_relevance": {}},
+        "must_compute": "ignore_failures",
+    }
+    [with_context], [without] = await run([{**item, "context": [long_context]}]), await run([item])
+    assert with_context["output_relevance"] == without["output_relevance"]
+    both_config = {"output_relevance": {}, "completeness": {}}
+    [both] = await run([{**item, "context": [long_context], "config": both_config}])
+    assert both["output_relevance"] == without["output_relevance"]
+    assert both["completeness"]["kind"] == "input_too_long"

@@ -328,6 +328,11 @@ def test_fail_on_regression_fails_when_no_rows_pair_up(tmp_path: Path) -> None:
     assert "rows paired by id (none)" in done.stdout
     [gate] = [c for c in ET.parse(junit).getroot() if c.get("name") == "--fail-on-regression"]
     assert gate.find("failure") is not None
+    # A candidate whose rows all carry one id: "1 only in the output" hid the 19 others.
+    same = [line(n, 0.5, "same") for n in range(1, 21)]
+    done, _ = regression_gate(tmp_path, baseline, same)
+    assert "2 only in the baseline, 1 only in the output" in done.stderr
+    assert "19 rows of" in done.stderr and "repeat an id" in done.stderr
 
 
 def test_fail_on_regression_fails_when_candidate_rows_repeat_an_id(tmp_path: Path) -> None:

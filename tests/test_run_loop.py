@@ -410,6 +410,23 @@ def test_a_log_gets_a_progress_line_every_few_seconds(tmp_path: Path) -> None:
     assert "warning: ASSAY_PROGRESS_SECONDS='abc' is not a number of seconds" in odd.stderr
 
 
+def test_a_resumed_run_s_last_progress_line_counts_its_own_rows() -> None:
+    from rich.console import Console
+    from rich.progress import TaskID
+
+    from assay.cli.common import LineProgress
+
+    console = Console(record=True, width=200, markup=False)
+    lines = LineProgress("scoring", console, 0)
+    lines.update(TaskID(0), total=400, completed=224)  # found done when the run resumed
+    for done in (300, 400):
+        lines.update(TaskID(0), completed=done)
+    lines.finish()
+    # It said "400 rows done in 4s" of the 176 this run scored.
+    last = console.export_text().splitlines()[-1]
+    assert re.fullmatch(r"scoring: 176 rows done in \S+ \(.+\); 224 were done before", last)
+
+
 # --- JSON out ----------------------------------------------------------------------------------
 
 
@@ -427,3 +444,14 @@ def test_run_json_prints_the_summary_and_the_gates(tmp_path: Path) -> None:
     assert report["gates"] == [
         {"gate": "--fail-under output_relevance=0.1", "passed": True, "message": None}
     ]
+
+
+def test_a_resumed_parquet_run_says_its_rows_are_in_the_parts_folder(tmp_path: Path) -> None:
+    from assay.cli.run import _resume_message
+
+    out = tmp_path / "big.parquet"
+    (tmp_path / "big.parquet.parts").mkdir()
+    # It named big.parquet, which does not exist until the run ends.
+    assert _resume_message(16, 40, out).endswith(f"({out}.parts has the rows before it)")
+    jsonl = tmp_path / "big.jsonl"
+    assert _resume_message(16, 40, jsonl).endswith(f"({jsonl} has the rows before it)")

@@ -14,6 +14,7 @@ import pytest
 
 from assay.judges import Judge, Question, Verdict, get_judge, register_judge
 from assay.runner import read_rows, run_file
+from assay.runner.rows import DetectorScorer
 from assay.runner.summary import PASS_THRESHOLD
 from assay.schema import JudgeFailure, RequestValidationError
 
@@ -113,16 +114,23 @@ def test_run_file_takes_paths_as_strings_too(tmp_path: Path) -> None:
     assert (tmp_path / "out.jsonl").is_file()
 
 
+def write_csv(path: Path, *rows: Sequence[str]) -> Path:
+    """A CSV file of `rows`, the first being the header."""
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle).writerows(rows)
+    return path
+
+
 def test_csv_context_cell_holding_a_json_list_is_a_list(tmp_path: Path) -> None:
-    data = tmp_path / "rows.csv"
-    with data.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["id", "context", "generated_text", "config"])
-        writer.writerow(["list", '["first doc", "second, with comma"]', "answer", ""])
-        writer.writerow(["text", "just one document", "answer", ""])
-        writer.writerow(["bracket", "[not json", "answer", '{"completeness": {"explain": true}}'])
-        writer.writerow(["object", '{"a": 1}', "answer", ""])
-        writer.writerow(["years", "[2020, 2021]", "answer", ""])
+    data = write_csv(
+        tmp_path / "rows.csv",
+        ["id", "context", "generated_text", "config"],
+        ["list", '["first doc", "second, with comma"]', "answer", ""],
+        ["text", "just one document", "answer", ""],
+        ["bracket", "[not json", "answer", '{"completeness": {"explain": true}}'],
+        ["object", '{"a": 1}', "answer", ""],
+        ["years", "[2020, 2021]", "answer", ""],
+    )
 
     rows = dict(read_rows(data))
 
@@ -362,3 +370,23 @@ def test_summary_counts_the_embedding_cache_of_this_run(tmp_path: Path) -> None:
         "hit_rate": 1.0,
     }
     assert read_lines(tmp_path / "again.jsonl") == read_lines(tmp_path / "first.jsonl")
+
+
+def test_mapped_csv_columns_are_read_as_the_json_fields_they_become(tmp_path: Path) -> None:
+    # `--map context=docs` judged the JSON text as one document, and `--map config=cfg`
+    # rejected every row ("must be a JSON object"): cells were decoded by the file's names.
+    data = write_csv(
+        tmp_path / "rows.csv",
+        ["question", "answer", "docs", "cfg"],
+        ["2+2?", "Four.", '["2+2 is 4", "math"]', '{"completeness": {}}'],
+    )
+    column_map = {"user_query": "question", "context": "docs", "config": "cfg"}
+    [(_, fields)] = read_rows(data, column_map)
+    assert fields["docs"] == ["2+2 is 4", "math"] and fields["cfg"] == {"completeness": {}}
+    out = tmp_path / "out.jsonl"
+    pairs = (*column_map.items(), ("generated_text", "answer"))
+    summary = run_file(data, out, scorer=DetectorScorer(None, True, "embedded", pairs))
+    assert summary.rows_failed == 0, summary.failures
+    [line] = [json.loads(x) for x in out.read_text().splitlines()]
+    assert line["context"] == ["2+2 is 4", "math"] and set(line) >= {"completeness"}
+    assert "output_relevance" not in line  # the row's own config chose the detector

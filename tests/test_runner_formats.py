@@ -142,6 +142,29 @@ def test_parquet_output_gives_each_passed_through_column_its_own_column(
     )
 
 
+def test_a_later_value_that_does_not_fit_its_parquet_column_is_null_and_warned_of(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The column's type comes from the first rows (1,000; 2 here). Arrow cut a later 2.75 to 2
+    # in an integer column without a word.
+    monkeypatch.setattr("assay.runner.carried.SAMPLE_ROWS", 2)
+    prices = [2, 3, 2.75, 4.0, "text"]
+    rows = [{**ROWS[i % len(ROWS)], "price": p} for i, p in enumerate(prices)]
+    out = tmp_path / "out.parquet"
+    with caplog.at_level("WARNING", logger="assay.runner.writers"):
+        run_file(write_dataset(tmp_path / "rows.jsonl", rows), out)
+    table = pq.read_table(out)
+    assert table.schema.field("price").type == pa.int64()
+    assert table.column("price").to_pylist() == [2, 3, None, 4, None]
+    records = [json.loads(text) for text in table.column("record").to_pylist()]
+    assert [r["price"] for r in records] == prices
+    [warning] = [r.getMessage() for r in caplog.records]
+    assert (
+        warning.startswith("column 'price' holds int64 in the Parquet output")
+        and "2 value" in warning
+    )
+
+
 def test_parquet_nulls_are_fields_not_given(tmp_path: Path) -> None:
     rows = [{**ROWS[0], "note": "first"}, {**ROWS[1], "context": None, "note": None}]
     data = write_dataset(tmp_path / "rows.parquet", rows)

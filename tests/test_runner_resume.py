@@ -209,9 +209,12 @@ async def test_retry_failed_rescores_only_failed_rows_in_place(tmp_path: Path) -
 
     flaky.broken = False
     flaky.texts_seen.clear()
-    summary, retried = await retry_failed_async(data, out, scorer, RunOptions())
+    counts: list[int] = []
+    summary, retried = await retry_failed_async(data, out, scorer, RunOptions(), counts.append)
 
     assert retried == 3
+    # The count starts at 0: a log's rate left out the first batch, taken for resumed rows.
+    assert counts[0] == 0 and counts[-1] == 3
     assert {text for text in flaky.texts_seen} == {
         rows[3]["generated_text"],
         rows[7]["generated_text"],

@@ -118,12 +118,21 @@ def test_a_figure_has_one_spelling(value: str, canonical: str) -> None:
 async def test_a_courtesy_line_is_no_tangent() -> None:
     query = "How many times can I renew a library book?"
     context = ["Books can be renewed online up to 3 times."]
-    for closer in ("Hope this helps!", "Let me know if you have any other questions."):
+    for closer in (
+        "Hope this helps!",
+        "Let me know if you have any other questions.",
+        "If you have any other questions, feel free to ask.",
+    ):
         answer = f"You can renew books online up to 3 times. {closer}"
         assert split_sentences(answer)[-1] == closer  # not glued to the answer
         got = await labels("output_relevance", query, context, answer)
         assert got["no_tangents"] and got["prioritize_relevant"], closer
         assert (await labels("completeness", query, context, answer))["accurate_and_focused"]
+    answer = "Here's what you need to know:\n\nYou can renew books online up to 3 times."
+    assert split_sentences(answer)[0] == "Here's what you need to know:"
+    got = await labels("output_relevance", query, context, answer)
+    assert got["no_tangents"] and got["prioritize_relevant"]
+    assert (await labels("completeness", query, context, answer))["accurate_and_focused"]
 
 
 @pytest.mark.parametrize(
@@ -136,6 +145,18 @@ async def test_a_courtesy_line_is_no_tangent() -> None:
         ("Great question, the answer is 5.", False),
         ("Let me know if the price is right, it costs $5.", False),
         ("The museum opens at 9.", False),
+        # Framing lines and courtesies with a comma (a walkthrough found each read as a tangent
+        # and an unsupported claim, p 0.03-0.06).
+        ("If you have any other questions, feel free to ask.", True),
+        ("Thanks for reaching out!", True),
+        ("Here's what you need to know:", True),
+        ("Based on the provided documents, here is the answer:", True),
+        ("According to the context:", True),
+        ("Sure!", True),
+        ("If you have any other questions, the desk is open 24/7.", False),
+        ("Based on the documents, refunds take 5 days.", False),
+        ("Here is how it works: you pay first.", False),
+        ("Thank you for your question, the fee is 5 dollars.", False),
     ],
 )
 def test_what_counts_as_a_courtesy(sentence: str, is_courtesy: bool) -> None:

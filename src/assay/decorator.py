@@ -43,7 +43,9 @@ class DetectResult:
 
     status: 200 when detection succeeded (failures raise instead).
     detect_response: the response item for the function's output (detector name -> result).
-    publish_response: the server's publishing receipts; always empty in-process.
+    publish_response: always empty, as in AIMon's SDK (kept for code written for it): with
+        `publish`, the server stores the results from the detect request itself; read them on
+        the dashboard or from `GET /v1/applications/{name}/detections`.
     """
 
     status: int

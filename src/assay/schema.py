@@ -25,6 +25,9 @@ from pydantic import (
 MAX_TEXT_CHARS = 100_000
 #: Most context documents accepted in one item.
 MAX_CONTEXT_DOCUMENTS = 200
+#: Response header in which an Assay server gives its most items per request (`--max-batch-
+#: items`), so that a publishing client can split its batches before it is refused.
+BATCH_LIMIT_HEADER = "X-Assay-Max-Batch-Items"
 
 #: Longest application, model or detector name, in characters. Enforced here, not left to the
 #: database: SQLite ignores column lengths, and every stored row repeats these names.

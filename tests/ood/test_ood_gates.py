@@ -76,6 +76,8 @@ def test_a_good_bot_passes_and_junit_agrees(
         "--fail-under", "0.9", "--junit", str(junit),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
+    # A fresh run's last progress line took its first finished row for one done before.
+    assert "rows done in" in done.stderr and "done before" not in done.stderr
     assert junit_counts(junit) == {"tests": 3 + 2, "failures": 0, "errors": 0}
     rows = ET.parse(junit).getroot().findall("testcase[@classname='assay.ood.rows']")
     text = rows[0].findtext("system-out") or ""

@@ -12,6 +12,7 @@ input, 3 some rows errored (unless `--allow-errors`).
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import re
@@ -81,6 +82,8 @@ class OneLineErrorsGroup(TyperGroup):
         standalone_mode: bool = True,
         **extra: Any,
     ) -> Any:
+        if not isinstance(logging.lastResort, _WarningLines):
+            logging.lastResort = _WarningLines(logging.lastResort)
         try:
             code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click_errors.NoArgsIsHelpError as shown:  # help was printed: not an error
@@ -105,6 +108,24 @@ def plain_console(stderr: bool = False, soft_wrap: bool = False) -> Console:
     """A Rich console that prints text as given: no markup ("[/]" in a user's text crashed
     `assay detect`, "[see note 3]" vanished) and no highlighting of numbers or paths."""
     return Console(markup=False, highlight=False, stderr=stderr, soft_wrap=soft_wrap)
+
+
+class _WarningLines(logging.Handler):
+    """Warnings logged by the library, said as the CLI's own ("warning: …" in yellow) rather
+    than as bare lines. It stands in for `logging.lastResort`, so it speaks only while no
+    logging is configured (`assay serve` configures its own); errors go to the one before it.
+    """
+
+    def __init__(self, errors: logging.Handler | None) -> None:
+        super().__init__(logging.WARNING)
+        self.errors = errors
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.levelno >= logging.ERROR:
+            if self.errors is not None:
+                self.errors.handle(record)
+            return
+        warn(record.getMessage())
 
 
 def _error_line(message: str) -> None:
@@ -197,7 +218,10 @@ class ProgressDisplay(Protocol):
 class LineProgress:
     """Progress for a log rather than a terminal (stderr not a TTY): a plain line every
     `interval` seconds with rows done, rows/s and the time left, and a last line at the end.
-    A bar that redraws itself would leave only its final state in a CI log."""
+    A bar that redraws itself would leave only its final state in a CI log.
+
+    The first `completed` it is given is where the run starts (the rows a resumed run found
+    done, 0 for a fresh one), so callers give it before any work."""
 
     def __init__(self, label: str, console: Console, interval: float) -> None:
         self.label = label
@@ -245,9 +269,12 @@ class LineProgress:
         now = time.monotonic()
         rate = self._rate(now)
         speed = f" ({_rate_text(rate)})" if rate else ""
+        # Rows a resumed run found done are not this run's work: "400 rows done in 4s" was
+        # said of 176.
+        before = f"; {self._first:,.0f} were done before" if self._first else ""
         self.console.print(
-            f"{self.label}: {self.completed:,.0f} rows done in {_duration(now - self._start)}"
-            f"{speed}"
+            f"{self.label}: {self.completed - (self._first or 0):,.0f} rows done in "
+            f"{_duration(now - self._start)}{speed}{before}"
         )
 
 

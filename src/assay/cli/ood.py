@@ -293,7 +293,7 @@ def ood_command(
             progress.update(task, completed=done)
 
         with progress_bar("probing") as (progress, task):
-            progress.update(task, total=len(rows))
+            progress.update(task, total=len(rows), completed=0)  # where this run starts
             with terminate_as_interrupt(), contextlib.suppress(KeyboardInterrupt):
                 results = run_sync(run(report))
         if results is None:  # interrupted; said once the progress bar has stopped

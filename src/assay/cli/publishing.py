@@ -18,6 +18,7 @@ from assay.client import AsyncClient, resolve_base_url
 from assay.schema import (
     APPLICATION_NAME_PATTERN,
     APPLICATION_NAME_RULE,
+    BATCH_LIMIT_HEADER,
     MODEL_NAME_PATTERN,
     MODEL_NAME_RULE,
     RequestValidationError,
@@ -49,6 +50,8 @@ class ClientPublisher:
     model_name: str
     api_key: str | None = None
     client: AsyncClient = field(init=False)
+    #: The server's most items per request, when `check` learnt it (`BATCH_LIMIT_HEADER`).
+    max_items: int | None = None
 
     def __post_init__(self) -> None:
         auth = f"Bearer {self.api_key}" if self.api_key else None
@@ -82,6 +85,8 @@ class ClientPublisher:
             ) from None
         except (httpx.HTTPError, httpx.InvalidURL):
             return
+        limit = response.headers.get(BATCH_LIMIT_HEADER, "")
+        self.max_items = int(limit) if limit.isdigit() and int(limit) > 0 else None
         said = status_error(response)
         if response.status_code in (401, 403):
             which = "refused the key given" if auth else "needs a key and none was given"
@@ -99,7 +104,14 @@ class ClientPublisher:
             )
 
     async def send(self, run_id: str, items: Sequence[Mapping[str, Any]]) -> None:
-        await self.client.detections.publish(self.application_name, self.model_name, run_id, items)
+        # A batch above the server's limit goes in several requests (a 413 came only once the
+        # whole run was scored); the server stores a part sent twice once, by its row keys.
+        size = self.max_items or len(items) or 1
+        for start in range(0, len(items), size):
+            part = items[start : start + size]
+            await self.client.detections.publish(
+                self.application_name, self.model_name, run_id, part
+            )
 
     async def close(self) -> None:
         await self.client.aclose()

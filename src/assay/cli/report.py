@@ -292,7 +292,8 @@ def _regression_gates(comparison: Comparison) -> list[gates.GateCase]:
                 f"no rows pair up between {comparison.baseline_source} and "
                 f"{comparison.candidate_source} (paired by {comparison.paired_by}; "
                 f"{comparison.only_baseline} only in the baseline, {comparison.only_candidate} "
-                "only in the output): nothing to compare",
+                "only in the output): nothing to compare"
+                + (f"; {comparison.pairing_problem}" if comparison.pairing_problem else ""),
             )
         ]
     failed = {message.split(":", 1)[0]: message for message in comparison.regressions()}

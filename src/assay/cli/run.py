@@ -475,7 +475,9 @@ def _resume_message(done: int, total: int, output: Path) -> str:
         return f"resuming {output}: no row was written before it stopped; starting from row 1"
     if done >= total:
         return f"resuming {output}: all {total:,} rows are scored; finishing the run"
-    return f"resuming from row {done + 1:,} of {total:,} ({output} has the rows before it)"
+    parts = output.with_name(f"{output.name}.parts")  # a Parquet run's rows until it ends
+    where = parts if parts.is_dir() else output
+    return f"resuming from row {done + 1:,} of {total:,} ({where} has the rows before it)"
 
 
 def _by_field(summary: RunSummary) -> str:

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from assay.detectors import DETECTORS, Detector
 from assay.environment import default_judge_name
 from assay.judges import Judge, Question, Verdict, built_judge, get_judge, judge_names
+from assay.judges.embedded.text import readable
 from assay.judges.isolation import answer_each_item, failure_of, item_groups
 from assay.schema import (
     DetectorConfig,
@@ -155,10 +156,10 @@ def parse_item(raw: Any, index: int | None = None, *, registry: bool = True) -> 
                 f"unknown detector; known detectors: {known}",
             )
         for field in DETECTORS[name].required_inputs:
-            if not _has_input(item, field):
+            problem = _input_problem(item, field)
+            if problem:
                 raise RequestValidationError(
-                    field_location(index, [field]),
-                    f"required by detector {name!r} but missing or empty",
+                    field_location(index, [field]), f"required by detector {name!r} but {problem}"
                 )
         judge_name = item.config[name].judge
         if judge_name is not None and judge_name not in judge_names():
@@ -189,11 +190,17 @@ def parse_items(body: Any, *, registry: bool = True) -> list[DetectRequestItem]:
     return [parse_item(raw, index, registry=registry) for index, raw in enumerate(body)]
 
 
-def _has_input(item: DetectRequestItem, field: str) -> bool:
-    if field == "context":
-        return bool(item.context_documents())
-    value = getattr(item, field)
-    return isinstance(value, str) and bool(value.strip())
+def _input_problem(item: DetectRequestItem, field: str) -> str | None:
+    """What is wrong with a detector's required input, or None."""
+    texts = item.context_documents() if field == "context" else [getattr(item, field)]
+    texts = [t for t in texts if isinstance(t, str) and t.strip()]
+    if not texts:
+        return "missing or empty"
+    # "<b></b>" is no question: the judges read HTML as the text it renders (the embedded
+    # judge crashed on it, and a server answered a retryable 503).
+    if not any(readable(t).strip() for t in texts):
+        return "holds only markup: no text once its HTML tags are read"
+    return None
 
 
 def questions_for(item: DetectRequestItem, detector: Detector) -> list[Question]:

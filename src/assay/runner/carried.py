@@ -38,7 +38,7 @@ def carried_columns(input_path: Path, scorer: RowScorer) -> list[CarriedColumn]:
     """The (name, Arrow type) of every input field the output carries, in output order."""
     columns = sample_columns(input_path)
     names = scorer.output_columns(columns)
-    column_map = dict(getattr(scorer, "column_map", ()))
+    column_map = dict(scorer.column_map)
     sources = {name: column_map.get(name, name) for name in names}
     fixed = _text_types()
     inferred = _input_types(input_path, [sources[n] for n in names if n not in fixed])
@@ -101,6 +101,9 @@ def column_array(values: Sequence[Any], arrow_type: Any, as_text: Any) -> Any:
         )
     if pa.types.is_list(arrow_type) and pa.types.is_string(arrow_type.value_type):
         return pa.array([_texts(v, as_text) for v in values], type=arrow_type)
+    if pa.types.is_integer(arrow_type):
+        # Arrow cuts 2.75 to 2 without a word: a float that is not whole does not fit.
+        values = [None if isinstance(v, float) and not v.is_integer() else v for v in values]
     try:
         return pa.array(values, type=arrow_type)
     except (pa.ArrowException, TypeError, ValueError, OverflowError):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import csv
 import json
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -52,15 +52,18 @@ def check_readable(path: Path) -> None:
         )
 
 
-def read_rows(path: Path) -> Iterator[Row]:
+def read_rows(path: Path, column_map: Mapping[str, str] | None = None) -> Iterator[Row]:
     """Stream the rows of a JSONL, CSV or Parquet file (format by extension), numbered from 1.
 
     Checks the file before returning, so a missing file or unknown extension raises here rather
     than on the first `next()`. Blank JSONL lines are skipped and not numbered.
+    column_map: Assay field -> column (`--map`): a CSV's JSON cells (`context`, `config`) are
+        read from the columns mapped to them (names are not changed here).
     """
     check_readable(path)
     if path.suffix.lower() in CSV_SUFFIXES:
-        return _read_csv(path)
+        mapped = column_map or {}
+        return _read_csv(path, {mapped.get(field, field): field for field in JSON_CELLS})
     if path.suffix.lower() in PARQUET_SUFFIXES:
         return _read_parquet(path)
     return _read_jsonl(path)
@@ -166,14 +169,20 @@ def csv_header(handle: Iterable[str], path: Path) -> list[str]:
     return header
 
 
-def _read_csv(path: Path) -> Iterator[Row]:
+#: Fields whose CSV cells hold JSON: a context's list of documents, a row's config object.
+JSON_CELLS = ("context", "config")
+
+
+def _read_csv(path: Path, json_columns: Mapping[str, str]) -> Iterator[Row]:
     with _open_csv(path) as handle:
         reader = csv.DictReader(handle, fieldnames=csv_header(handle, path))
         for row, record in enumerate((r for r in reader if any(r.values())), start=1):
-            yield row, _csv_fields(record)
+            yield row, _csv_fields(record, json_columns)
 
 
-def _csv_fields(record: dict[str | Any, str | Any]) -> dict[str, Any] | Exception:
+def _csv_fields(
+    record: dict[str | Any, str | Any], json_columns: Mapping[str, str]
+) -> dict[str, Any] | Exception:
     # A bad row still gives the cells that could be read, so its error line keeps its id and
     # carried columns. The first problem found is the one reported.
     problems: list[tuple[str, str]] = []
@@ -191,15 +200,16 @@ def _csv_fields(record: dict[str | Any, str | Any]) -> dict[str, Any] | Exceptio
         # CSV has no null: an empty (or absent) cell means the field is not given.
         if cell is None or cell == "":
             continue
-        if name == "context":
+        field = json_columns.get(name)  # the column `--map` reads a JSON field from
+        if field == "context":
             fields[name] = _csv_context(cell)
-        elif name == "config":
+        elif field == "config":
             try:
                 fields[name] = json.loads(cell, object_pairs_hook=unique_keys)
             except RepeatedKeyError as error:  # as a JSONL row's or a server body's
-                problems.append(("config", str(error)))
+                problems.append((name, str(error)))
             except json.JSONDecodeError as error:
-                problems.append(("config", f"is not valid JSON: {error.msg}"))
+                problems.append((name, f"is not valid JSON: {error.msg}"))
         else:
             fields[name] = cell
     if not_utf8 is not None:

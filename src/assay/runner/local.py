@@ -287,7 +287,9 @@ async def run_file_async(
     control = control or RunControl(overwrite=restart, on_progress=on_progress)
 
     async def local_batches(skip: int, advance: ProgressCallback) -> AsyncIterator[Sequence[Line]]:
-        for batch in _stream_batches(read_rows(input_path), options.stream_batch_size, skip):
+        for batch in _stream_batches(
+            read_rows(input_path, dict(scorer.column_map)), options.stream_batch_size, skip
+        ):
             yield await score_rows(batch, scorer, options, advance)
 
     return await drive_run(input_path, output_path, scorer, options, local_batches, control)

@@ -25,7 +25,7 @@ import signal
 import socket
 import threading
 from collections import deque
-from collections.abc import AsyncIterator, Generator, Iterator, Sequence
+from collections.abc import AsyncIterator, Generator, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -81,10 +81,12 @@ def _decode_row(text: str) -> dict[str, Any] | Exception:
     return fields
 
 
-def _judge_batches(path: Path, skip: int, size: int) -> Iterator[list[tuple[int, str]]]:
+def _judge_batches(
+    path: Path, skip: int, size: int, column_map: Mapping[str, str]
+) -> Iterator[list[tuple[int, str]]]:
     """`path`'s rows after row `skip`, encoded, in batches of `size` (one judge call each)."""
     batch: list[tuple[int, str]] = []
-    for row, fields in read_rows(path):
+    for row, fields in read_rows(path, column_map):
         if row <= skip:
             continue
         batch.append((row, _encode_row(fields)))
@@ -154,7 +156,9 @@ def _scored_batches(
         ready.extend(lines)
 
     try:
-        for index, batch in enumerate(_judge_batches(input_path, skip, options.batch_size)):
+        for index, batch in enumerate(
+            _judge_batches(input_path, skip, options.batch_size, dict(scorer.column_map))
+        ):
             in_flight.append(actors[index % len(actors)].score.remote(batch))
             if len(in_flight) >= IN_FLIGHT_PER_ACTOR * len(actors):
                 collect()

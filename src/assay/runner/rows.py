@@ -159,6 +159,10 @@ class RowScorer(Protocol):
     def score_names(self) -> tuple[str, ...]:
         """Output keys that hold a result with a `score`."""
 
+    @property
+    def column_map(self) -> tuple[tuple[str, str], ...]:
+        """`--map` pairs (FIELD, COLUMN): the name a field is read under and its column."""
+
     def check(self) -> None:
         """Raise RequestValidationError for unusable settings, before anything is read."""
 

@@ -173,6 +173,7 @@ class ParquetWriter:
         )
         self._parts_written = 0
         self._encoder = LineEncoder()
+        self._misfit_columns: set[str] = set()  # warned of once each
 
     def start(self, position: Mapping[str, Any] | None) -> None:
         if position is None:
@@ -197,6 +198,15 @@ class ParquetWriter:
         for name, kind in self.carried:
             values = [_valid(line.get(name)) for line in lines]
             columns[name] = column_array(values, kind, self._encoder.value_text)
+            lost = columns[name].null_count - sum(value is None for value in values)
+            if lost and name not in self._misfit_columns:
+                self._misfit_columns.add(name)
+                logger.warning(
+                    "column %r holds %s in the Parquet output (the type of the input's first "
+                    "rows); %d value(s) in rows %s-%s do not fit it and are null there (the %r "
+                    "column keeps every value; said once per column)",
+                    name, kind, lost, lines[0].get("row"), lines[-1].get("row"), RECORD_COLUMN,
+                )  # fmt: skip
         columns[RECORD_COLUMN] = [self._encoder.encode(line) for line in lines]
         for name in self.score_names:
             columns[f"{name}.score"] = [_score(line.get(name)) for line in lines]

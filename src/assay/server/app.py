@@ -11,10 +11,12 @@ from typing import Any
 from fastapi import Depends, FastAPI
 from fastapi.openapi.utils import get_openapi
 from pydantic import TypeAdapter
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from assay.environment import default_judge_name
 from assay.judges.batching import use_batching
 from assay.schema import (
+    BATCH_LIMIT_HEADER,
     DetectorError,
     DetectorResult,
     DetectRequestItem,
@@ -65,6 +67,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
     app.state.store = Store(settings.database_url, settings.database_pool_size)
     app.state.in_flight = 0
     install_error_handlers(app)
+    app.add_middleware(BatchLimitHeader, limit=settings.max_batch_items)
     # The API's routes refuse a NUL in their URL with a JSON 422; the dashboard does the same
     # check itself, answering with a page.
     no_nul = [Depends(read.refuse_nul_in_url)]
@@ -74,6 +77,24 @@ def create_app(settings: ServerSettings) -> FastAPI:
     app.include_router(dashboard.router)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
+
+
+class BatchLimitHeader:
+    """Adds `BATCH_LIMIT_HEADER` to every response, errors included (a plain ASGI middleware:
+    Starlette's `BaseHTTPMiddleware` would stand between routes and the client's disconnect).
+    """
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.header = (BATCH_LIMIT_HEADER.lower().encode(), str(limit).encode())
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def send_with_header(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), self.header]
+            await send(message)
+
+        await self.app(scope, receive, send_with_header if scope["type"] == "http" else send)
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:

@@ -62,6 +62,7 @@ class _Tokens:
     def of(sentence: str) -> _Tokens:
         low: list[str] = []
         names: set[int] = set()
+        sentence = T.with_digits(sentence)
         for m in _TOKEN.finditer(sentence):
             before = sentence[: m.start()].rstrip()
             if m.group(0)[0].isupper() and before and before[-1] not in _STARTERS:
@@ -120,11 +121,26 @@ def _substitutions(a: _Tokens, b: _Tokens, known: frozenset[str]) -> set[str]:
             continue  # stated elsewhere in the reference: not a substitution
         near = b.neighbours(k)
         for other, other_near in slots[kind]:
-            if kind == "opposite" and T.OPPOSITES.get(token) != other:
+            if kind == "opposite" and (
+                T.OPPOSITES.get(token) != other or _negated_opposite(a, other, b, token)
+            ):
                 continue
             if near & other_near:
                 found.add(kind)
     return found
+
+
+def _negated_opposite(a: _Tokens, word: str, b: _Tokens, opposite: str) -> bool:
+    """Whether one side negates its word and the other states the opposite plainly: "does not
+    open" and "is closed", "not required" and "optional" say the same thing."""
+    polarity = (_polarities(a, word), _polarities(b, opposite))
+    return polarity in (({True}, {False}), ({False}, {True}))
+
+
+def _explained_negations(x: _Tokens, y: _Tokens) -> int:
+    """How many of `x`'s negations apply to a word whose opposite `y` states plainly."""
+    plain = {t for m, t in enumerate(y.low) if not _NEGATORS & set(y.low[max(0, m - SCOPE) : m])}
+    return sum(T.OPPOSITES.get(x.low[p]) in plain for _, p in x.negations())
 
 
 def _negation_flip(a: _Tokens, b: _Tokens) -> bool:
@@ -165,14 +181,21 @@ def may_conflict(a: str, b: str) -> bool:
     these (a paraphrase, a shortened copy) is not read as a contradiction, whatever a model says:
     the agreement model, trained on edited copies, takes any rewording for an edit."""
     ta, tb = _Tokens.of(a), _Tokens.of(b)
-    if bool(_NEGATORS & set(ta.low)) != bool(_NEGATORS & set(tb.low)):
+    # A negation on one side only, unless it negates a word whose opposite the other side
+    # states ("does not open" / "is closed").
+    unexplained = [
+        sum(token in _NEGATORS for token in t.low) - _explained_negations(t, u)
+        for t, u in ((ta, tb), (tb, ta))
+    ]
+    if bool(_NEGATORS & set(ta.low)) != bool(_NEGATORS & set(tb.low)) and any(unexplained):
         return True
     for x, y in ((ta, tb), (tb, ta)):
         other = set(y.low)
         for k, token in enumerate(x.low):
             kind = _kind_of(x, k)
             if kind == "opposite":
-                if T.OPPOSITES.get(token) in other:
+                partner = T.OPPOSITES.get(token)
+                if partner in other and not _negated_opposite(x, token, y, partner):
                     return True
             elif kind and token not in other:
                 return True
@@ -226,7 +249,7 @@ def known_words(context_text: str) -> frozenset[str]:
     """Every word and number of the context (lower-cased), not through `_Tokens.of`: a context
     can be long, and neither its name positions nor a cache entry of it are needed. A duration
     is known in its one unit and as written ("24 hours": 1 and 24)."""
-    words = {_word(m.group(0)) for m in _TOKEN.finditer(context_text)}
+    words = {_word(m.group(0)) for m in _TOKEN.finditer(T.with_digits(context_text))}
     return frozenset(words | T.numbers(context_text))
 
 

@@ -74,8 +74,11 @@ class EmbeddedJudge(Judge):
         verdicts: list[Verdict | JudgeFailure] = []
         for question in questions:
             ev = evidence[_key(question)]
-            if ev.too_long is not None:
-                verdicts.append(JudgeFailure("input_too_long", ev.too_long))
+            refused = ev.too_long
+            if question.check not in RELEVANCE_CHECKS:
+                refused = refused or ev.context_refused
+            if refused is not None:
+                verdicts.append(JudgeFailure("input_too_long", refused))
                 continue
             model = self.calibration.checks[question.check]
             probability = model.probability(ev.features)
@@ -105,14 +108,22 @@ def gather(
 
     agreement: the agreement model; by default the shipped one, loaded when first needed.
     """
-    evidence: dict[ItemKey, Evidence] = {}
     needs: dict[ItemKey, set[str]] = {}
     for question in questions:
-        key = _key(question)
-        if key not in evidence:
-            evidence[key] = Evidence(question.generated_text, question.user_query, question.context)
-            needs[key] = set()
-        needs[key].add("relevance" if question.check in RELEVANCE_CHECKS else "completeness")
+        kind = "relevance" if question.check in RELEVANCE_CHECKS else "completeness"
+        needs.setdefault(_key(question), set()).add(kind)
+    # The relevance checks read no context: it is neither split, encoded nor counted against
+    # the judge's limits (a long context made output_relevance fail as input_too_long).
+    evidence: dict[ItemKey, Evidence] = {}
+    for key, kinds in needs.items():
+        response, query, context = key
+        ev = Evidence(response, query, context if "completeness" in kinds else ())
+        refused = ev.context_too_long
+        if refused:
+            ev = Evidence(response, query, ())
+            ev.context_refused = refused
+            kinds.discard("completeness")
+        evidence[key] = ev
     # An item the judge refuses (`Evidence.too_long`) is neither encoded nor read.
     judged = {key: ev for key, ev in evidence.items() if ev.too_long is None}
     texts = list(dict.fromkeys(t for ev in judged.values() for t in ev.texts()))

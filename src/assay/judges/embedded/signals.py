@@ -164,6 +164,9 @@ class Evidence:
     context_pairs: list[C.Pair] = field(default_factory=list)
     own_pairs: list[C.Pair] = field(default_factory=list)
     agreement: dict[C.Pair, C.Probabilities] = field(default_factory=dict)
+    #: Why the context checks refuse this item (`context_too_long`); its context is then
+    #: left out and only the checks that read no context are answered.
+    context_refused: str | None = None
 
     def __post_init__(self) -> None:
         # Notes join quoted sentences with SEPARATOR, so the texts must not hold it themselves;
@@ -183,14 +186,19 @@ class Evidence:
 
     @property
     def too_long(self) -> str | None:
-        """Why the judge refuses this item (more sentences or statements than it reads), or
-        None: a verdict on part of a text would hide whatever the rest holds."""
+        """Why the judge refuses this item (more sentences than it reads), or None: a verdict
+        on part of a text would hide whatever the rest holds."""
         sentences = max(len(self.written), len(self.sentences))
         if sentences > MAX_RESPONSE_SENTENCES:
             return (
                 f"generated_text has {sentences:,} sentences and clauses; the embedded judge "
                 f"reads at most {MAX_RESPONSE_SENTENCES:,}: split the answer or judge it in parts"
             )
+        return None
+
+    @property
+    def context_too_long(self) -> str | None:
+        """Why the checks that read the context refuse this item, or None."""
         if len(self.statements) > MAX_CONTEXT_STATEMENTS:
             return (
                 f"context has {len(self.statements):,} sentences; the embedded judge reads at "
@@ -455,13 +463,21 @@ def completeness_features(ev: Evidence) -> None:
             ev.query,
         ),
     )
-    missing = [ev.statements[i] for i in np.argsort(coverage) if coverage[i] < COVERED]
-    restated = [ev.statements[i] for i in np.argsort(-coverage) if coverage[i] >= COVERED]
+    # What explanations call restated: close to a response sentence, and with every figure it
+    # states said in the response ("Express takes 3 to 5 days" is not restated by an answer
+    # about Standard's 7 to 14 days, however alike the sentences are).
+    said = T.numbers(ev.response, plain=True)
+    restates = [
+        coverage[i] >= COVERED and T.numbers(statement) <= said
+        for i, statement in enumerate(ev.statements)
+    ]
+    missing = [ev.statements[i] for i in np.argsort(coverage) if not restates[i]]
+    restated = [ev.statements[i] for i in np.argsort(-coverage) if restates[i]]
     unsupported = [
         ev.sentences[j] for j in np.argsort(support) if support[j] < SUPPORTED and not is_remark[j]
     ]
     ev.notes.update(
-        covered=str(int((coverage >= COVERED).sum())),
+        covered=str(sum(restates)),
         statements=str(len(ev.statements)),
         missing_statements=SEPARATOR.join(missing[:3]),
         restated_statements=SEPARATOR.join(restated[:3]),

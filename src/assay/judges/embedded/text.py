@@ -9,7 +9,19 @@ from fractions import Fraction
 # A sentence ends at . ! or ? followed by space and an upper-case letter (Latin, Greek or
 # Cyrillic), digit, emoji, quote or bracket, or at a line break. Abbreviations like "e.g." are
 # protected first so they do not split.
-_ABBREVIATIONS = re.compile(r"\b(e\.g|i\.e|etc|vs|Mr|Mrs|Dr|St|No|approx|incl|Fig)\.", re.I)
+_ABBREVIATIONS = re.compile(
+    r"\b(?:e\.g|i\.e|etc|vs|Mr|Mrs|Ms|Dr|Prof|St|Mt|No|approx|incl|Fig|Gen|Sen|Rep|Gov|Capt"
+    r"|Lt|Col|Sgt)\."
+    # A month's abbreviation before its day ("Jan. 5"); a.m./p.m. before a day, a month, a
+    # figure or a bracket ("9 a.m. Monday to Friday"), not before a new sentence.
+    r"|\b(?:Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)\.(?=\s\d)"
+    r"|\b[ap]\.m\.(?=\s+(?-i:\d|\(|(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun|Jan|Feb|Mar|Apr|May|Jun|Jul"
+    r"|Aug|Sep|Oct|Nov|Dec)[a-z]*\b|[A-Z]{2,}\b))",
+    re.I,
+)
+# An initial ("John A. Roebling", "J. K. Rowling") or a name's suffix ("King Jr. Day", "Acme
+# Inc. Europe") before a capitalised word that does not open sentences (`STOPWORDS`).
+_NAME_DOT = re.compile(r"\b(?:[A-Z]|Jr|Sr|Inc|Ltd|Corp|Co)\.(?=\s+([A-Z][\w'-]*))")
 _SENTENCE_END = re.compile(
     r"(?<=[.!?])[\"')\]]*\s+"
     r"(?=[\"'(\[]?[A-Z0-9\u00c0-\u00d6\u00d8-\u00de\u0391-\u03a9\u0400-\u042f"
@@ -112,6 +124,12 @@ def _lines(text: str) -> list[tuple[str, bool]]:
     return out
 
 
+def _hide_name_dot(match: re.Match[str]) -> str:
+    if match.group(1).lower() in STOPWORDS:  # "… Plan B. The fee …" ends a sentence
+        return match.group(0)
+    return match.group(0).translate(_HIDE)
+
+
 def split_sentences(text: str) -> list[str]:
     """Split text into sentences and list items, keeping each piece's original wording (less
     markdown layout: see `_lines`). Pieces under MIN_SENTENCE_WORDS words are glued to the one
@@ -122,6 +140,7 @@ def split_sentences(text: str) -> list[str]:
         if not line:
             continue
         protected = _ABBREVIATIONS.sub(lambda m: m.group(0).translate(_HIDE), line)
+        protected = _NAME_DOT.sub(_hide_name_dot, protected)
         protected = _PARENTHESIZED.sub(
             lambda m: m.group(0).replace("!", "\1").replace("?", "\2"), protected
         )
@@ -239,7 +258,18 @@ _COURTESY = re.compile(
     r"|(?:i'm|i\s+am|we're|we\s+are)\s+(?:always\s+)?(?:happy|glad)\s+to\s+help"
     r"|is\s+there\s+anything\s+else"
     r"|if\s+you\s+have\s+any\s+(?:other|more|further)\s+questions"
-    r"|great\s+question(?=\W*$))\b[^.!?,;:\d]*[.!?]*\W*$",
+    r"|thanks?(?:\s+you)?\s+(?:so\s+much\s+)?for\s+(?:reaching\s+out|your\s+question|asking"
+    r"|contacting\s+us|getting\s+in\s+touch)"
+    r"|great\s+question(?=\W*$))\b[^.!?,;:\d]*"
+    # "If you have any other questions, feel free to ask."
+    r"(?:,\s*(?:please\s+)?(?:feel\s+free|let\s+(?:me|us)\s+know|just\s+ask|don't\s+hesitate"
+    r"|do\s+not\s+hesitate|reach\s+out|contact\s+us)\b[^.!?,;:\d]*)?[.!?]*\W*$"
+    # A line that only frames the answer: "Here's what you need to know:", "Sure!", "Based on
+    # the provided documents, here is the answer:", "According to the context:".
+    r"|^\W*(?:sure|certainly|of\s+course|absolutely|great)\W*$"
+    r"|^\W*(?:(?:based\s+on|according\s+to|from)\s+the\s+(?:provided\s+|given\s+|available\s+)?"
+    r"(?:documents?|context|information|sources?|passages?)\s*,?\s*)?"
+    r"(?:here(?:'s|\s+is|\s+are)\s+(?:what|how|the|a|an|some)\b[^.!?\d]*?)?\W*:\W*$",
     re.I,
 )
 
@@ -283,6 +313,31 @@ _DAY_BEFORE = re.compile(r"\b\d{1,2} $")
 _MONTH_NAMES = "jan feb mar apr may jun jul aug sep oct nov dec".split()
 
 
+_SMALL = (
+    "two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+    "sixteen seventeen eighteen nineteen"
+).split()
+_TENS = "twenty thirty forty fifty sixty seventy eighty ninety".split()
+_DIGITS = "one two three four five six seven eight nine".split()
+#: A number written as words, from two to ninety-nine ("one" is left alone: "one of the ...").
+_NUMBER_WORD = re.compile(
+    rf"\b(?:({'|'.join(_TENS)})(?:[- ]({'|'.join(_DIGITS)}))?|({'|'.join(_SMALL)}))\b", re.I
+)
+
+
+def _as_digits(match: re.Match[str]) -> str:
+    tens, unit, small = (group.lower() if group else None for group in match.groups())
+    if small:
+        return str(_SMALL.index(small) + 2)
+    return str(20 + 10 * _TENS.index(tens or "") + (_DIGITS.index(unit) + 1 if unit else 0))
+
+
+def with_digits(text: str) -> str:
+    """`text` with numbers written as words in figures ("four guests" is "4 guests",
+    "twenty-five days" is "25 days"), so that a figure reads the same either way."""
+    return _NUMBER_WORD.sub(_as_digits, text)
+
+
 def figures(text: str) -> dict[str, str]:
     """The figures a text states, each as compared (`quantity`) and as written; not ordinals
     ("9th") nor a number that is part of a name ("the IBM 1401"). A month named next to a day
@@ -323,9 +378,14 @@ def numbers(text: str, plain: bool = False) -> set[str]:
     answer's "24/7" restates it."""
     found = figures(text)
     if plain:
-        return set(found) | {
-            canonical_number(m.group(0).rstrip(".,")) for m in _NUMBER.finditer(text)
-        }
+        # A source's figures also as words ("four guests" states 4); an answer's are read as
+        # written, since its "two main types" counts its own points and invents no figure.
+        text = with_digits(text)
+        return (
+            set(found)
+            | set(figures(text))
+            | {canonical_number(m.group(0).rstrip(".,")) for m in _NUMBER.finditer(text)}
+        )
     return set(found)
 
 
