@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -103,9 +104,9 @@ async def test_ray_results_are_written_while_the_input_is_still_being_read(
     read = 0
     real_read_rows = ray_engine.read_rows
 
-    def counting_read_rows(path: Path):  # type: ignore[no-untyped-def]
+    def counting_read_rows(path: Path, column_map: Any = None):  # type: ignore[no-untyped-def]
         nonlocal read
-        for item in real_read_rows(path):
+        for item in real_read_rows(path, column_map):
             read += 1
             yield item
 

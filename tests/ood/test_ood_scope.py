@@ -23,7 +23,7 @@ from assay.metrics.ood.capabilities import (
 from assay.metrics.ood.probe_types import DISALLOWED_TOPIC, ProbeRequest
 from assay.metrics.ood.profile import profile_from_mapping
 from assay.metrics.ood.prompt_sections import read_sections
-from assay.metrics.ood.refusal import refusal_probabilities, without_query
+from assay.metrics.ood.refusal import refusal_probabilities, without_footer, without_query
 from assay.metrics.ood.scope import (
     REQUEST_FORMS,
     build_index,
@@ -283,6 +283,30 @@ def test_scope_redirects_without_a_decline_verb_are_refusals() -> None:
     p = refusal_probabilities(refusals + answers)
     assert min(p[: len(refusals)]) >= 0.5, p
     assert max(p[len(refusals) :]) < 0.5, p
+
+
+def test_more_ways_of_declining_and_an_answer_with_a_scope_reminder() -> None:
+    # From a walkthrough: each of these declines was read as an answer (p 0.11-0.21), and a
+    # full answer that ends by saying what the bot covers was read as a refusal (p 1.0).
+    refusals = [
+        "That isn't something I can answer.",
+        "I'm not going to answer that.",
+        "I'm not qualified to answer that.",
+        "I'd rather not answer that.",
+        "Great question! I can only help with card questions, sorry.",
+    ]
+    answers = [
+        "Yes, the Main Street branch is open 10am to 4pm on Sunday. Sorry, I can only help with "
+        "prescription refills, delivery and store hours.",
+        "Yes, the branch is open 10am to 4pm on Sunday. I can only help with refills, delivery "
+        "and store hours, so ask a pharmacist for anything else.",
+    ]
+    p = refusal_probabilities(refusals + answers)
+    assert min(p[: len(refusals)]) >= 0.5, p
+    assert max(p[len(refusals) :]) < 0.5, p
+    footer = answers[0].split(". ", 1)[1]
+    assert without_footer(answers[0]) == answers[0].split(" Sorry")[0]
+    assert without_footer(footer) == footer  # the reminder alone is the reply
 
 
 def test_a_quoted_question_does_not_decide_whether_a_reply_declines() -> None:

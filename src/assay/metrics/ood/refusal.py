@@ -49,7 +49,12 @@ _DECLINE = re.compile(
     rf"(?:\s+\w+){{0,3}}?\s+(?:{_VERBS})\b"
     r"|\b(?:i|we)\s+(?:must|have to|need to)\s+(?:decline|refuse)"
     r"|\bsorry,?\s+(?:but\s+)?i\s+(?:can|cannot|am|'m|won)"
-    r"|\bi\s+(?:can't|cannot|won't)\s+(?:help|assist)\b",
+    r"|\bi\s+(?:can't|cannot|won't)\s+(?:help|assist)\b"
+    # "I'm not going to answer that", "I'd rather not", "I'll have to pass on that one".
+    r"|\b(?:i'm|i am|we're|we are)\s+not\s+(?:going|able|qualified|allowed|permitted)\s+to\s+"
+    rf"(?:{_VERBS})\b"
+    r"|\b(?:i'd|i would|we'd)\s+rather\s+not\b|\bi\s+prefer\s+not\s+to\b"
+    r"|\b(?:i'll|i will|i'm going to)\s+(?:have\s+to\s+)?pass\s+on\b",
     re.IGNORECASE,
 )
 _NORM = re.compile(
@@ -74,7 +79,7 @@ _REDIRECT = re.compile(
     r"|\bi\s+(?:can|am able to)\s+only\s+(?:help|assist|answer|discuss)"
     r"|\bi\s+only\s+(?:help|assist|answer|handle)"
     r"|\b(?:i'm|i am)\s+(?:only\s+)?(?:here|designed|built|set up)\s+to\s+(?:help|assist|answer)"
-    r"|\bnot\s+(?:something|a topic|a question|an area)\s+(?:i|that i)\s+can\b"
+    r"|(?:\bnot|n't)\s+(?:something|a topic|a question|an area)\s+(?:i|that i)\s+can\b"
     r"|\b(?:can't|cannot)\s+help\s+with\s+that\b"
     r"|\bplease\s+(?:ask|contact|consult|reach out to)\s+(?:a|an|your)\b"
     # idioms: "thermostats aren't my thing", "that's one for your doctor"
@@ -174,6 +179,24 @@ def without_query(reply: str, query: str | None) -> str:
     return re.sub(re.escape(key) + r"[?!.]?", "that", reply, flags=re.IGNORECASE)
 
 
+def without_footer(reply: str) -> str:
+    """`reply` without a closing scope reminder after an answer ("The branch opens at 10 on
+    Sundays. Sorry, I can only help with refills and store hours."): it declines nothing that
+    was asked. The reminder is kept when the reply opens with a decline, an apology or a line
+    that says nothing ("Great question!"), or when the reminder is all there is."""
+    sentences = [s for s in _SENTENCE_END.split(reply.strip()) if s]
+    if len(sentences) < 2 or not _REDIRECT.search(sentences[-1]):
+        return reply
+    first = sentences[0]
+    if len(first.split()) < 4 or any(
+        cue.search(part) for part in sentences[:-1] for cue in (_DECLINE, _REDIRECT, _NO_ACCESS)
+    ):
+        return reply
+    if _APOLOGY.search(first):
+        return reply
+    return " ".join(sentences[:-1])
+
+
 def reply_vectors(replies: Sequence[str], encoder: CachedEncoder) -> tuple[Matrix, Matrix]:
     """Embeddings of each reply's opening (two sentences) and of the whole reply."""
     openings = [_opening(reply) or "(empty reply)" for reply in replies]
@@ -202,6 +225,7 @@ def refusal_features(
     replies = [readable(reply) for reply in replies]
     if queries is not None:
         replies = [without_query(r, q) for r, q in zip(replies, queries, strict=True)]
+    replies = [without_footer(reply) for reply in replies]
     openings = [_opening(reply) or "(empty reply)" for reply in replies]
     opening_vectors, whole_vectors = reply_vectors(replies, encoder)
     probed = (probe or load_probe()).scores(opening_vectors, whole_vectors)
