@@ -52,17 +52,18 @@ def check_readable(path: Path) -> None:
         )
 
 
-def read_rows(path: Path, column_map: Mapping[str, str] | None = None) -> Iterator[Row]:
+def read_rows(path: Path, column_map: Iterable[tuple[str, str]] = ()) -> Iterator[Row]:
     """Stream the rows of a JSONL, CSV or Parquet file (format by extension), numbered from 1.
 
     Checks the file before returning, so a missing file or unknown extension raises here rather
     than on the first `next()`. Blank JSONL lines are skipped and not numbered.
-    column_map: Assay field -> column (`--map`): a CSV's JSON cells (`context`, `config`) are
-        read from the columns mapped to them (names are not changed here).
+    column_map: `--map` pairs (FIELD, COLUMN), as a scorer holds them: a CSV's JSON cells
+        (`context`, `config`) are read from the columns mapped to them (names are not changed
+        here).
     """
     check_readable(path)
     if path.suffix.lower() in CSV_SUFFIXES:
-        mapped = column_map or {}
+        mapped = dict(column_map)
         return _read_csv(path, {mapped.get(field, field): field for field in JSON_CELLS})
     if path.suffix.lower() in PARQUET_SUFFIXES:
         return _read_parquet(path)

@@ -288,7 +288,7 @@ async def run_file_async(
 
     async def local_batches(skip: int, advance: ProgressCallback) -> AsyncIterator[Sequence[Line]]:
         for batch in _stream_batches(
-            read_rows(input_path, dict(scorer.column_map)), options.stream_batch_size, skip
+            read_rows(input_path, scorer.column_map), options.stream_batch_size, skip
         ):
             yield await score_rows(batch, scorer, options, advance)
 

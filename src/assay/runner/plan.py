@@ -63,5 +63,5 @@ def plan_items(items: Iterable[DetectRequestItem], judge: str | None) -> tuple[C
 def plan_rows(path: Path, scorer: DetectorScorer) -> tuple[CostEstimate, int]:
     """`plan_items` over a dataset file's valid rows, prepared as `scorer` would (invalid rows
     would make no call)."""
-    prepared = (scorer.prepare(row) for row in read_rows(path, dict(scorer.column_map)))
+    prepared = (scorer.prepare(row) for row in read_rows(path, scorer.column_map))
     return plan_items((p.item for p in prepared if p.item is not None), scorer.judge)

@@ -25,7 +25,7 @@ import signal
 import socket
 import threading
 from collections import deque
-from collections.abc import AsyncIterator, Generator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Generator, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -82,7 +82,7 @@ def _decode_row(text: str) -> dict[str, Any] | Exception:
 
 
 def _judge_batches(
-    path: Path, skip: int, size: int, column_map: Mapping[str, str]
+    path: Path, skip: int, size: int, column_map: Iterable[tuple[str, str]]
 ) -> Iterator[list[tuple[int, str]]]:
     """`path`'s rows after row `skip`, encoded, in batches of `size` (one judge call each)."""
     batch: list[tuple[int, str]] = []
@@ -157,7 +157,7 @@ def _scored_batches(
 
     try:
         for index, batch in enumerate(
-            _judge_batches(input_path, skip, options.batch_size, dict(scorer.column_map))
+            _judge_batches(input_path, skip, options.batch_size, scorer.column_map)
         ):
             in_flight.append(actors[index % len(actors)].score.remote(batch))
             if len(in_flight) >= IN_FLIGHT_PER_ACTOR * len(actors):

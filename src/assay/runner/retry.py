@@ -90,9 +90,7 @@ async def retry_failed_async(
         carried = carried_columns(input_path, scorer)
         check_same_rows(input_path, output_path, scorer, failed, carried)
         if failed:
-            rows = [
-                row for row in read_rows(input_path, dict(scorer.column_map)) if row[0] in failed
-            ]
+            rows = [row for row in read_rows(input_path, scorer.column_map) if row[0] in failed]
             done = 0
             if on_progress is not None:  # the count starts here (a rate needs its start)
                 on_progress(0)
@@ -144,7 +142,7 @@ def check_same_rows(
         )
 
     lines = iter_output_lines(output_path)
-    for line, row in zip_longest(lines, read_rows(input_path, dict(scorer.column_map))):
+    for line, row in zip_longest(lines, read_rows(input_path, scorer.column_map)):
         if line is None or row is None:
             refuse("the row counts differ")
         number, fields = row

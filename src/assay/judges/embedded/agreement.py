@@ -139,8 +139,10 @@ def _negated_opposite(a: _Tokens, word: str, b: _Tokens, opposite: str) -> bool:
 
 def _explained_negations(x: _Tokens, y: _Tokens) -> int:
     """How many of `x`'s negations apply to a word whose opposite `y` states plainly."""
-    plain = {t for m, t in enumerate(y.low) if not _NEGATORS & set(y.low[max(0, m - SCOPE) : m])}
-    return sum(T.OPPOSITES.get(x.low[p]) in plain for _, p in x.negations())
+    return sum(
+        False in _polarities(y, T.OPPOSITES.get(x.low[predicate], ""))
+        for _, predicate in x.negations()
+    )
 
 
 def _negation_flip(a: _Tokens, b: _Tokens) -> bool:

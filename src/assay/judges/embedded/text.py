@@ -318,7 +318,7 @@ _SMALL = (
     "sixteen seventeen eighteen nineteen"
 ).split()
 _TENS = "twenty thirty forty fifty sixty seventy eighty ninety".split()
-_DIGITS = "one two three four five six seven eight nine".split()
+_DIGITS = ["one", *_SMALL[:8]]
 #: A number written as words, from two to ninety-nine ("one" is left alone: "one of the ...").
 _NUMBER_WORD = re.compile(
     rf"\b(?:({'|'.join(_TENS)})(?:[- ]({'|'.join(_DIGITS)}))?|({'|'.join(_SMALL)}))\b", re.I
@@ -376,17 +376,14 @@ def numbers(text: str, plain: bool = False) -> set[str]:
     """The figures a text states, as compared: see `figures`. With `plain`, each duration's
     number as written too ("24 hours" gives 1 and 24), for the figures a source gives: an
     answer's "24/7" restates it."""
-    found = figures(text)
-    if plain:
-        # A source's figures also as words ("four guests" states 4); an answer's are read as
-        # written, since its "two main types" counts its own points and invents no figure.
-        text = with_digits(text)
-        return (
-            set(found)
-            | set(figures(text))
-            | {canonical_number(m.group(0).rstrip(".,")) for m in _NUMBER.finditer(text)}
-        )
-    return set(found)
+    if not plain:
+        return set(figures(text))
+    # A source's figures also as words ("four guests" states 4); an answer's are read as
+    # written, since its "two main types" counts its own points and invents no figure.
+    text = with_digits(text)
+    return set(figures(text)) | {
+        canonical_number(m.group(0).rstrip(".,")) for m in _NUMBER.finditer(text)
+    }
 
 
 def canonical_number(value: str) -> str:

@@ -187,14 +187,11 @@ def without_footer(reply: str) -> str:
     sentences = [s for s in _SENTENCE_END.split(reply.strip()) if s]
     if len(sentences) < 2 or not _REDIRECT.search(sentences[-1]):
         return reply
-    first = sentences[0]
-    if len(first.split()) < 4 or any(
-        cue.search(part) for part in sentences[:-1] for cue in (_DECLINE, _REDIRECT, _NO_ACCESS)
-    ):
-        return reply
-    if _APOLOGY.search(first):
-        return reply
-    return " ".join(sentences[:-1])
+    first, before = sentences[0], sentences[:-1]
+    declined = _APOLOGY.search(first) or any(
+        cue.search(part) for part in before for cue in (_DECLINE, _REDIRECT, _NO_ACCESS)
+    )
+    return reply if declined or len(first.split()) < 4 else " ".join(before)
 
 
 def reply_vectors(replies: Sequence[str], encoder: CachedEncoder) -> tuple[Matrix, Matrix]:
