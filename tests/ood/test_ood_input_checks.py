@@ -228,6 +228,8 @@ def test_a_profile_not_in_english_is_warned_of(
     # field, silently.
     with caplog.at_level("WARNING", logger="assay.metrics.ood.profile"):
         profile_from_mapping({"description": description})
+        # Read again (a run reads its profile on several paths): said once, not twice.
+        profile_from_mapping({"description": description, "name": ""})
     messages = [r.getMessage() for r in caplog.records]
     if why is None:
         assert messages == []

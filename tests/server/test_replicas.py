@@ -7,6 +7,7 @@ import asyncio
 import concurrent.futures
 import signal
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -42,8 +43,13 @@ def _jobs(store: Store) -> dict[str, tuple[str, int]]:
     return {job_id: (state, attempts) for job_id, state, attempts in rows}
 
 
-def _running(store: Store) -> set[str]:
-    return {job_id for job_id, (state, _) in _jobs(store).items() if state == "running"}
+def _running(store: Store) -> dict[str, datetime | None]:
+    """The running jobs and when their leases end."""
+    with store.reading() as session:
+        rows = session.execute(
+            select(Job.id, Job.lease_expires_at).where(Job.state == "running")
+        ).all()
+    return {job_id: lease for job_id, lease in rows}
 
 
 def _held(replica: ServerProcess) -> int:
@@ -83,8 +89,10 @@ def test_two_replicas_finish_every_job_exactly_once_though_one_is_killed(
         # Kill one replica mid-way while it holds claimed jobs. Seen holding some on /healthz,
         # it is frozen (SIGSTOP) so that it cannot finish them before the kill: on a fast host a
         # job takes milliseconds, and a replica seen holding jobs could hold none an instant
-        # later. Its claims are the jobs still running half a second later (the survivor's finish
-        # sooner); if there are none, it is let go and tried again.
+        # later. Its claims are the jobs that, 2.5 s later, are still running on the same lease:
+        # the survivor's jobs have finished or renewed theirs by then (every lease/3 = 1.7 s),
+        # and the frozen replica's leases (renewed at most 1.7 s before the stop) last at least
+        # 3.3 s more. If it holds none, it is let go and tried again.
         deadline = time.monotonic() + 300
         while True:
             assert time.monotonic() < deadline, "jobs are not being done by both replicas"
@@ -97,8 +105,9 @@ def test_two_replicas_finish_every_job_exactly_once_though_one_is_killed(
             assert process is not None
             process.send_signal(signal.SIGSTOP)
             first = _running(store)
-            time.sleep(0.5)
-            frozen = first & _running(store)
+            time.sleep(2.5)
+            later = _running(store)
+            frozen = {job for job, lease in first.items() if later.get(job) == lease}
             if frozen:
                 break
             process.send_signal(signal.SIGCONT)

@@ -190,7 +190,13 @@ def profile_from_mapping(values: Mapping[str, object], source: str = "use_case")
 
 
 def _warn_if_not_english(profile: UseCaseProfile) -> None:
-    prose = " ".join(profile.fields.get(key, "") for key in SCOPE_KEYS)
+    _warn_if_prose_not_english(" ".join(profile.fields.get(key, "") for key in SCOPE_KEYS))
+
+
+@functools.cache
+def _warn_if_prose_not_english(prose: str) -> None:
+    """Once per profile text: a run reads its profile on several paths (config check, rows,
+    scorer), and one warning is enough."""
     why = not_english(prose)
     if why:
         logger.warning(
