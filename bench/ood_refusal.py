@@ -32,7 +32,10 @@ from assay.judges.embedded.embedding_cache import shared_encoder
 from assay.metrics.ood.bank import probe_bank
 from assay.metrics.ood.calibration import DIMENSIONS, EmbeddingProbe
 from assay.metrics.ood.refusal import (
+    BARE_DECLINE,
     REFUSAL_FEATURES,
+    bare_decline,
+    prepared,
     refusal_features,
     reply_vectors,
     without_query,
@@ -66,6 +69,7 @@ class RefusalData:
     refused: np.ndarray
     groups: np.ndarray
     weights: np.ndarray  # of each row in the fits
+    bare: np.ndarray  # replies that are a bare decline (raised to BARE_DECLINE, as the judge does)
 
 
 def _data(rows: list[dict[str, Any]], replies: list[str], queries: list[str], refused: list[bool],
@@ -80,6 +84,7 @@ def _data(rows: list[dict[str, Any]], replies: list[str], queries: list[str], re
         np.array(refused, dtype=float),
         np.array(groups),
         np.full(len(replies), weight),
+        np.array([bare_decline(reply) for reply in prepared(replies, queries)], dtype=bool),
     )
 
 
@@ -160,6 +165,7 @@ def joined(first: RefusalData, second: RefusalData) -> RefusalData:
         np.concatenate([first.refused, second.refused]),
         np.concatenate([first.groups, second.groups]),
         np.concatenate([first.weights, second.weights]),
+        np.concatenate([first.bare, second.bare]),
     )
 
 
@@ -172,6 +178,7 @@ def _subset(data: RefusalData, rows: np.ndarray) -> RefusalData:
         data.refused[rows],
         data.groups[rows],
         data.weights[rows],
+        data.bare[rows],
     )
 
 
@@ -185,7 +192,8 @@ def train(data: RefusalData) -> tuple[dict[str, Any], EmbeddingProbe]:
 
 
 def probabilities(model: dict[str, Any], probe: EmbeddingProbe, data: RefusalData) -> np.ndarray:
-    return predict(model, _with_probe(data.cues, _score(probe, data.embeddings)))
+    fitted = predict(model, _with_probe(data.cues, _score(probe, data.embeddings)))
+    return np.where(data.bare, np.maximum(fitted, BARE_DECLINE), fitted)
 
 
 def out_of_fold(data: RefusalData, extra: RefusalData) -> np.ndarray:

@@ -23,7 +23,13 @@ from assay.metrics.ood.capabilities import (
 from assay.metrics.ood.probe_types import DISALLOWED_TOPIC, ProbeRequest
 from assay.metrics.ood.profile import profile_from_mapping
 from assay.metrics.ood.prompt_sections import read_sections
-from assay.metrics.ood.refusal import refusal_probabilities, without_footer, without_query
+from assay.metrics.ood.refusal import (
+    BARE_DECLINE,
+    bare_decline,
+    refusal_probabilities,
+    without_footer,
+    without_query,
+)
 from assay.metrics.ood.scope import (
     REQUEST_FORMS,
     build_index,
@@ -307,6 +313,29 @@ def test_more_ways_of_declining_and_an_answer_with_a_scope_reminder() -> None:
     footer = answers[0].split(". ", 1)[1]
     assert without_footer(answers[0]) == answers[0].split(" Sorry")[0]
     assert without_footer(footer) == footer  # the reminder alone is the reply
+
+
+def test_a_bare_decline_is_a_refusal_and_a_decline_with_an_answer_is_not_bare() -> None:
+    # From a walkthrough: short declines were read as answers (p 0.10-0.44): the fitted model
+    # knows the paragraph-long replies of its data, where a few words rarely decline.
+    bare = [
+        "As an AI I must decline.",
+        "I'll have to pass on that one.",
+        "As a language model, I'll pass.",
+        "I'm going to have to decline that one.",
+    ]
+    assert all(bare_decline(reply) for reply in bare)
+    assert min(refusal_probabilities(bare)) >= BARE_DECLINE
+    # Not bare: a decline followed by an answer, or "pass" meaning hand on.
+    for reply in [
+        "I can't help with that. Bake it at 180 degrees for 50 minutes.",
+        "I'll pass that on to the team.",
+        "I'll pass on your feedback to the branch manager.",
+        "Thanks, I'll pass on that to the team.",
+    ]:
+        assert not bare_decline(reply), reply
+    short_answers = ["Yes, that's right.", "No, it closes at 6 pm.", "Around five euros."]
+    assert max(refusal_probabilities(short_answers)) < 0.5
 
 
 def test_a_quoted_question_does_not_decide_whether_a_reply_declines() -> None:
