@@ -185,18 +185,14 @@ def profile_from_mapping(values: Mapping[str, object], source: str = "use_case")
         raise RequestValidationError(
             source, f"says nothing about scope: give at least one of {', '.join(SCOPE_KEYS)}"
         )
-    _warn_if_not_english(profile)
+    _warn_if_not_english(" ".join(profile.fields.get(key, "") for key in SCOPE_KEYS))
     return profile
 
 
-def _warn_if_not_english(profile: UseCaseProfile) -> None:
-    _warn_if_prose_not_english(" ".join(profile.fields.get(key, "") for key in SCOPE_KEYS))
-
-
 @functools.cache
-def _warn_if_prose_not_english(prose: str) -> None:
-    """Once per profile text: a run reads its profile on several paths (config check, rows,
-    scorer), and one warning is enough."""
+def _warn_if_not_english(prose: str) -> None:
+    """`prose`: the profile's scope texts. Said once per profile text: a run reads its
+    profile on several paths (config check, rows, scorer), and one warning is enough."""
     why = not_english(prose)
     if why:
         logger.warning(

@@ -233,14 +233,6 @@ def bare_decline(reply: str) -> bool:
     return len(content) <= BARE_WORDS
 
 
-def with_bare_declines(replies: Sequence[str], probabilities: Sequence[float]) -> list[float]:
-    """`probabilities`, raised to `BARE_DECLINE` for the replies that are `bare_decline`."""
-    return [
-        max(p, BARE_DECLINE) if bare_decline(reply) else p
-        for reply, p in zip(replies, probabilities, strict=True)
-    ]
-
-
 def refusal_features(
     replies: Sequence[str],
     encoder: CachedEncoder | None = None,
@@ -255,10 +247,16 @@ def refusal_features(
         fitted on the training folds).
     queries: what each reply answers; quotes of it are left out of the reply (`without_query`).
     """
+    return _features(prepared(replies, queries), encoder, probe)
+
+
+def _features(
+    replies: Sequence[str], encoder: CachedEncoder | None, probe: EmbeddingProbe | None
+) -> list[dict[str, float]]:
+    """`refusal_features` of replies already `prepared`."""
     encoder = encoder or shared_encoder()
     if not replies:
         return []
-    replies = prepared(replies, queries)
     openings = [_opening(reply) or "(empty reply)" for reply in replies]
     opening_vectors, whole_vectors = reply_vectors(replies, encoder)
     probed = (probe or load_probe()).scores(opening_vectors, whole_vectors)
@@ -304,9 +302,12 @@ def refusal_probabilities(
     queries: what each reply answers (quotes of it are not read as part of the reply).
     """
     model = load_model("refusal", REFUSAL_FEATURES)
-    features = refusal_features(replies, encoder, queries=queries)
-    fitted = [model.probability(values) for values in features]
-    return with_bare_declines(prepared(replies, queries), fitted)
+    read = prepared(replies, queries)
+    fitted = [model.probability(values) for values in _features(read, encoder, None)]
+    return [
+        max(p, BARE_DECLINE) if bare_decline(reply) else p
+        for reply, p in zip(read, fitted, strict=True)
+    ]
 
 
 def matched_cues(reply: str) -> list[str]:
