@@ -526,6 +526,34 @@ def test_a_figure_written_as_words_is_that_figure() -> None:
     assert T.numbers(wrong) == set()
 
 
+def test_a_name_swapped_for_another_name_of_the_context_is_a_conflict() -> None:
+    # Damaged copies that put another of the context's names in a restated sentence were read
+    # as agreeing (a name the context states anywhere was never a substitution).
+    statements = [
+        "The Harbour Hotel serves breakfast in its Lantern restaurant from 7 am.",
+        "The hotel also runs the Quay restaurant, open for dinner from 6 pm.",
+    ]
+    known = known_words(" ".join(statements))
+    swapped = "The Harbour Hotel serves breakfast in its Quay restaurant from 7 am."
+    [conflict] = context_conflicts(statements[:1], [swapped], np.ones((1, 1)), known)
+    assert conflict.kind == "name"
+    moved = "The Harbour Hotel serves breakfast in its Lantern restaurant from 6 am."
+    [conflict] = context_conflicts(statements[:1], [moved], np.ones((1, 1)), known)
+    assert conflict.kind == "number"
+    # The context's "2 weeks" makes "2" a known figure; a changed unit next to it is a change.
+    weeks = ["Refunds are processed within 2 weeks of the return."]
+    known = known_words(weeks[0])
+    days = "Refunds are processed within 2 days of the return."
+    [conflict] = context_conflicts(weeks, [days], np.ones((1, 1)), known)
+    assert conflict.kind == "number"
+    same = "Refunds are processed within 14 days of the return."
+    assert context_conflicts(weeks, [same], np.ones((1, 1)), known) == []
+    # A sentence that joins the two statements says more than either: no substitution.
+    joined = "The Harbour Hotel serves breakfast in its Quay restaurant and dinner from 6 pm."
+    known = known_words(" ".join(statements))
+    assert context_conflicts(statements[:1], [joined], np.ones((1, 1)), known) == []
+
+
 async def test_a_paraphrase_of_the_context_is_no_contradiction() -> None:
     [result] = await run([completeness(FULL)])
     entries = result["completeness"]["instructions_list"]

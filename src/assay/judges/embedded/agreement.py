@@ -5,7 +5,7 @@ changed number or a swapped name. So a pair of similar sentences is compared wor
 conflict is a change *in the same place*:
 - negation: one side negates a word that the other side states plainly;
 - number, name: a number (or a capitalised name) stands where the other side has a different one,
-  with the same word next to it ("10 experience points" / "5 experience points");
+  with the same content word beside it ("10 experience points" / "5 experience points");
 - opposite: a word swapped for its opposite (more/less, before/after...) next to a shared word.
 Requiring the shared neighbour keeps loose paraphrases, which differ everywhere, from counting.
 """
@@ -27,6 +27,11 @@ CANDIDATE = 0.5
 #: Context statements compared with each response sentence (the most similar ones).
 PER_SENTENCE = 3
 CONFLICT_KINDS = ("negation", "number", "name", "opposite")
+#: How far from a changed word its shared neighbour may sit, in tokens, when a response
+#: sentence is compared with the context ("opens at 9 am" / "opens at 11 am": opens). Two
+#: sentences of one answer need a neighbour right next to it: an answer's parallel points
+#: ("**Economic value**: The biome…", "**Ecological services**: The biome…") differ there.
+NEAR = 2
 
 _TOKEN = re.compile(r"[A-Za-z]+(?:'[a-z]+)?|\d+(?:[.,]\d+)*")
 _STARTERS = frozenset(".:!?*\"'(#>-•")
@@ -65,20 +70,30 @@ class _Tokens:
         sentence = T.with_digits(sentence)
         for m in _TOKEN.finditer(sentence):
             before = sentence[: m.start()].rstrip()
-            if m.group(0)[0].isupper() and before and before[-1] not in _STARTERS:
-                names.add(len(low))
             month = T.month_number(
                 m.group(0),
                 sentence[max(0, m.start() - 4) : m.start()],
                 sentence[m.end() : m.end() + 4],
             )
+            if m.group(0)[0].isupper() and before and before[-1] not in _STARTERS and not month:
+                names.add(len(low))
+                low.append(_name(m.group(0)))
+                continue
             low.append(month or _word(m.group(0), sentence[m.end() : m.end() + 12]))
         return _Tokens(tuple(low), frozenset(names))
 
-    def neighbours(self, k: int) -> set[str]:
-        """The content words right before and after position k."""
-        near = {self.low[i] for i in (k - 1, k + 1) if 0 <= i < len(self.low)}
-        return {w for w in near if w not in T.STOPWORDS and len(w) > 2}
+    def neighbours(self, k: int, near: int = 1) -> set[str]:
+        """The nearest content word before and after position k, at most `near` tokens away: a
+        stop word or a short unit in between is passed over ("opens at 9 am": opens)."""
+        out = set()
+        for step in (-1, 1):
+            for i in range(k + step, k + step * (near + 1), step):
+                if not 0 <= i < len(self.low):
+                    break
+                if self.low[i] not in T.STOPWORDS and len(self.low[i]) > 2:
+                    out.add(self.low[i])
+                    break
+        return out
 
     def negations(self) -> list[tuple[int, int]]:
         """(negator index, predicate index): the first content word a negation applies to."""
@@ -103,7 +118,7 @@ def _kind_of(tokens: _Tokens, k: int) -> str | None:
     return None
 
 
-def _substitutions(a: _Tokens, b: _Tokens, known: frozenset[str]) -> set[str]:
+def _substitutions(a: _Tokens, b: _Tokens, known: frozenset[str], near: int) -> set[str]:
     """Kinds of same-place substitutions from `a` to `b`: a number, name or opposite in `b`
     that `a` lacks, next to a word that sits next to a different token of that kind in `a`."""
     found: set[str] = set()
@@ -112,20 +127,34 @@ def _substitutions(a: _Tokens, b: _Tokens, known: frozenset[str]) -> set[str]:
     for k, token in enumerate(a.low):
         kind = _kind_of(a, k)
         if kind and token not in b.low:
-            slots.setdefault(kind, []).append((token, a.neighbours(k)))
+            slots.setdefault(kind, []).append((token, a.neighbours(k, near)))
+    # What `b` says that `a` does not say in any form (five-letter stems, as `text.word_stems`),
+    # besides names and numbers the reference states and a number's unit ("2 days").
+    stems_a = {t[:5] for t in a.low}
+    says_more = any(
+        t[:5] not in stems_a
+        and t not in T.STOPWORDS
+        and not (t in known and _kind_of(b, k) in ("name", "number"))
+        and not (k > 0 and b.low[k - 1][0].isdigit())
+        for k, t in enumerate(b.low)
+    )
     for k, token in enumerate(b.low):
         kind = _kind_of(b, k)
         if kind is None or token in in_a or kind not in slots:
             continue
-        if kind != "opposite" and token in known:
-            continue  # stated elsewhere in the reference: not a substitution
-        near = b.neighbours(k)
+        if kind != "opposite" and token in known and says_more:
+            # Stated elsewhere in the reference, and `b` may join two statements. A restatement
+            # whose only new words are the reference's names or numbers is a substitution even
+            # so ("The use of Semantic demonstrates…" against "The use of SMW demonstrates…",
+            # where the context names Semantic elsewhere).
+            continue
+        around = b.neighbours(k, near)
         for other, other_near in slots[kind]:
             if kind == "opposite" and (
                 T.OPPOSITES.get(token) != other or _negated_opposite(a, other, b, token)
             ):
                 continue
-            if near & other_near:
+            if around & other_near:
                 found.add(kind)
     return found
 
@@ -204,9 +233,11 @@ def may_conflict(a: str, b: str) -> bool:
     return False
 
 
-def _pair_conflicts(a: str, b: str, similarity: float, known: frozenset[str]) -> list[Conflict]:
+def _pair_conflicts(
+    a: str, b: str, similarity: float, known: frozenset[str], near: int = 1
+) -> list[Conflict]:
     ta, tb = _Tokens.of(a), _Tokens.of(b)
-    kinds = _substitutions(ta, tb, known)
+    kinds = _substitutions(ta, tb, known, near)
     if _negation_flip(ta, tb):
         kinds.add("negation")
     return [Conflict(kind, similarity, a, b) for kind in sorted(kinds)]
@@ -252,7 +283,15 @@ def known_words(context_text: str) -> frozenset[str]:
     can be long, and neither its name positions nor a cache entry of it are needed. A duration
     is known in its one unit and as written ("24 hours": 1 and 24)."""
     words = {_word(m.group(0)) for m in _TOKEN.finditer(T.with_digits(context_text))}
-    return frozenset(words | T.numbers(context_text))
+    names = {_name(w) for w in words}
+    return frozenset(words | names | T.numbers(context_text))
+
+
+def _name(token: str) -> str:
+    """A name as compared: lower-cased, without a possessive or plural "s" ("Nazi's" and
+    "Nazis" are "nazi")."""
+    low = token.lower().removesuffix("'s")
+    return low[:-1] if len(low) > 3 and low.endswith("s") and not low.endswith("ss") else low
 
 
 def _word(token: str, after: str = "") -> str:
@@ -283,7 +322,7 @@ def context_conflicts(
         for i in np.argsort(-similarity[:, j])[:PER_SENTENCE]:
             if similarity[i, j] < CANDIDATE:
                 break
-            found += _pair_conflicts(statements[i], sentence, float(similarity[i, j]), known)
+            found += _pair_conflicts(statements[i], sentence, float(similarity[i, j]), known, NEAR)
     return sorted(found, key=lambda c: -c.strength)
 
 
