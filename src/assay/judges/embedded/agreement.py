@@ -282,9 +282,9 @@ def known_words(context_text: str) -> frozenset[str]:
     """Every word and number of the context (lower-cased), not through `_Tokens.of`: a context
     can be long, and neither its name positions nor a cache entry of it are needed. A duration
     is known in its one unit and as written ("24 hours": 1 and 24)."""
-    words = {_word(m.group(0)) for m in _TOKEN.finditer(T.with_digits(context_text))}
-    names = {_name(w) for w in words}
-    return frozenset(words | names | T.numbers(context_text))
+    tokens = [m.group(0) for m in _TOKEN.finditer(T.with_digits(context_text))]
+    names = {_name(token) for token in tokens if token[0].isupper()}
+    return frozenset({_word(token) for token in tokens} | names | T.numbers(context_text))
 
 
 def _name(token: str) -> str:
