@@ -5,8 +5,8 @@ sentences. These case sets (`bench/data/rag_cases_*.yaml`, written for Assay) gi
 question, short documents, a correct answer, copies of it with one flaw each (a changed
 number, a negation, a swapped name, an invented claim, an omission, an answer to another
 question, a tangent, an invented fact where the context has none and the correct answer says
-so), and sometimes other correct answers (short, bulleted). None of their rows is used for
-fitting. For each flaw kind this prints the share of pairs where the correct answer scores
+so), and sometimes other correct answers (short, bulleted). Set H has four documents per
+question, only some of them about it. None of their rows is used for fitting. For each flaw kind this prints the share of pairs where the correct answer scores
 strictly higher, ties, and lower (completeness and output_relevance score), and the pairwise
 accuracy (ties half) of the instructions the flaw names; then the share of correct answers
 that pass each instruction.
@@ -32,13 +32,20 @@ SETS = {
     "a": "set A: read while changing the judge (2026-12-05)",
     "b": "set B: written apart, scored once held out (see DEVELOPERS.md), then read while "
     "changing the judge",
-    "c": "set C: written apart after the changes, never read while changing the judge (held out)",
-    "d": "set D: written apart like C, never read while changing the judge (held out)",
-    "e": "set E: written apart like C, scored for two changes tried after it and not kept",
-    "f": "set F: written apart after the last change, scored once (held out)",
+    "c": "set C: written apart after the changes of 2026-12-05, never read while changing the "
+    "judge until the floor of the documents-in-play rule (2026-12-06) was chosen on sets A–G",
+    "d": "set D: written apart like C, read like C",
+    "e": "set E: written apart like C, scored for two changes tried after it and not kept, read "
+    "like C",
+    "f": "set F: written apart after the last change of 2026-12-05, scored once (held out), then "
+    "read like C",
     "g": "set G: written apart by a helper who saw no judge output (2026-12-05, fourth "
     "session), scored for the judge before and after durations and dates were read in one "
-    "unit, and for a variant not kept (see DEVELOPERS.md)",
+    "unit, and for a variant not kept (see DEVELOPERS.md), read like C",
+    "h": "set H: written apart by a helper who saw no judge output (2026-12-06, tenth session; "
+    "four documents per question, only some about it), scored for the judge before the "
+    "documents-in-play rule and twice with it (margin alone, then with the floor; see "
+    "DEVELOPERS.md), never read case by case",
 }
 #: The instructions each flaw names, by detector.
 TARGETS: dict[str, dict[str, tuple[str, ...]]] = {
@@ -196,7 +203,8 @@ def main() -> None:
         f'(short documents, short answers; {common.machine()}). "good higher" is the share of '
         "pairs where the correct answer scores strictly higher: a tie means the flaw moved no "
         "label. What the changes of 2026-12-05 did on each set (before → after) is in "
-        "DEVELOPERS.md, \"Short answers and 'the documents don't say'\".\n\n" + "\n".join(sections)
+        "DEVELOPERS.md, \"Short answers and 'the documents don't say'\"; what reading only the "
+        'documents in play did (2026-12-06), in "Documents in play".\n\n' + "\n".join(sections)
     )
     print(body)
     if not args.no_write:

@@ -32,6 +32,10 @@ ALIGNED = 0.6
 OFFTOPIC = 0.3
 #: Joins several quoted sentences in a note (split again by the explanations).
 SEPARATOR = "\u241e"
+#: A context document out of play for the coverage checks (`in_play`) is this much less close to
+#: the query than the closest document, and less close than IN_PLAY_FLOOR.
+IN_PLAY_MARGIN = 0.15
+IN_PLAY_FLOOR = 0.45
 #: Context length (words) below which an answer's length counts relative to its context.
 NEEDED_WORDS = 100
 #: Most context statements an item may have: the judge reads all of them or refuses the item
@@ -156,6 +160,7 @@ class Evidence:
     written: list[str] = field(init=False)
     sentences: list[str] = field(init=False)
     statements: list[str] = field(init=False)
+    statement_docs: list[int] = field(init=False)
     aspects: list[str] = field(init=False)
     vectors: dict[str, Matrix] = field(default_factory=dict)
     features: dict[str, float] = field(default_factory=dict)
@@ -181,7 +186,10 @@ class Evidence:
         units = [u for s in self.written for u in T.clauses(s)]
         # A courtesy ("Hope this helps!") is judged for form only, unless it is all there is.
         self.sentences = [u for u in units if not T.courtesy(u)] or units
-        self.statements = [s for doc in self.context for s in T.split_sentences(doc)]
+        split = [T.split_sentences(doc) for doc in self.context]
+        self.statements = [s for sentences in split for s in sentences]
+        #: Which document each statement comes from.
+        self.statement_docs = [d for d, sentences in enumerate(split) for _ in sentences]
         self.aspects = _query_aspects(self.query) if self.query else []
 
     @property
@@ -350,14 +358,42 @@ def relevance_features(ev: Evidence) -> None:
     )
 
 
+def in_play(ev: Evidence) -> np.ndarray:
+    """Which context statements the coverage checks ask for: those of the documents about what
+    the query asks. A retriever returns several documents, and one about another topic (the
+    clinic's whitening prices, for a question about cancelling) holds no key information for
+    this query, so an answer that leaves it out omits nothing.
+
+    A document's closeness to the query is that of its statement closest to the query or to one
+    of the query's parts. It is out of play only when it is both IN_PLAY_MARGIN less close than
+    the closest document and under IN_PLAY_FLOOR: the documents of a policy all answer "what is
+    the refund policy?", however much more one of them shares the query's words. One document,
+    or no query: every statement is in play.
+    """
+    v = ev.vectors
+    docs = np.array(ev.statement_docs, dtype=np.int64)
+    if not ev.query or len(set(ev.statement_docs)) < 2:
+        return np.ones(len(ev.statements), dtype=bool)
+    probes = np.vstack([v["query"], v["aspects"]])
+    closeness = (v["statements"] @ probes.T).max(axis=1)
+    per_doc = {int(d): float(closeness[docs == d].max()) for d in set(ev.statement_docs)}
+    best = max(per_doc.values())
+    keep = {d for d, c in per_doc.items() if c >= min(best - IN_PLAY_MARGIN, IN_PLAY_FLOOR)}
+    return np.array([int(d) in keep for d in docs], dtype=bool)
+
+
 def completeness_features(ev: Evidence) -> None:
     """Coverage of context statements, support of response sentences, conflicts, form (after
     `Evidence.plan_pairs` and the agreement model's answers)."""
     v = ev.vectors
-    sentences, statements = v["sentences"], v["statements"]
+    sentences = v["sentences"]
     pair = v["statement_sentence"]
-    coverage = pair.max(axis=1)
     support = pair.max(axis=0)
+    # Coverage reads the statements in play; support and conflicts read the whole context.
+    play = in_play(ev)
+    asked = [s for s, p in zip(ev.statements, play, strict=True) if p]
+    statements = v["statements"][play]
+    coverage = pair[play].max(axis=1)
     remarks = ev.remarks
     is_remark = [s in remarks for s in ev.sentences]
     if ev.query:
@@ -383,7 +419,7 @@ def completeness_features(ev: Evidence) -> None:
         for k, s in enumerate(ev.sentences)
         if k not in repeated and on_topic[k] >= OFFTOPIC
     )
-    context_words = max(T.word_count(" ".join(ev.context)), 1)
+    context_words = max(T.word_count(" ".join(asked)), 1)
     # Per context statement, the share of its content words (stems) that the response uses in
     # sentences restating the context: stated information is mostly restated in its own words.
     # Only restating sentences count, so added content that borrows a context word covers nothing.
@@ -395,7 +431,8 @@ def completeness_features(ev: Evidence) -> None:
         for stem in stems
     }
     statement_stems = [stems for stems in map(T.word_stems, ev.statements) if stems]
-    word_recall = [len(stems & response_stems) / len(stems) for stems in statement_stems]
+    asked_stems = [stems for stems in map(T.word_stems, asked) if stems]
+    word_recall = [len(stems & response_stems) / len(stems) for stems in asked_stems]
     # Per response sentence, the share of its content words the context uses: an added claim
     # the context never mentions shares few of them.
     context_stems = set().union(*statement_stems) if statement_stems else set()
@@ -420,7 +457,7 @@ def completeness_features(ev: Evidence) -> None:
         else {}
     )
     entailed, quotes = C.features(
-        ev.statements, ev.sentences, ev.context_pairs, ev.own_pairs, ev.agreement, closest
+        asked, ev.sentences, ev.context_pairs, ev.own_pairs, ev.agreement, closest
     )
     ev.features.update(
         **entailed,
@@ -468,17 +505,16 @@ def completeness_features(ev: Evidence) -> None:
     # about Standard's 7 to 14 days, however alike the sentences are).
     said = T.numbers(ev.response, plain=True)
     restates = [
-        coverage[i] >= COVERED and T.numbers(statement) <= said
-        for i, statement in enumerate(ev.statements)
+        coverage[i] >= COVERED and T.numbers(statement) <= said for i, statement in enumerate(asked)
     ]
-    missing = [ev.statements[i] for i in np.argsort(coverage) if not restates[i]]
-    restated = [ev.statements[i] for i in np.argsort(-coverage) if restates[i]]
+    missing = [asked[i] for i in np.argsort(coverage) if not restates[i]]
+    restated = [asked[i] for i in np.argsort(-coverage) if restates[i]]
     unsupported = [
         ev.sentences[j] for j in np.argsort(support) if support[j] < SUPPORTED and not is_remark[j]
     ]
     ev.notes.update(
         covered=str(sum(restates)),
-        statements=str(len(ev.statements)),
+        statements=str(len(asked)),
         missing_statements=SEPARATOR.join(missing[:3]),
         restated_statements=SEPARATOR.join(restated[:3]),
         unsupported_sentences=SEPARATOR.join(unsupported[:3]),
