@@ -87,6 +87,8 @@ async def test_leaving_out_a_document_the_query_asks_about_is_still_an_omission(
         < whole["key_information"]["follow_probability"]
     )
     assert REBOOK[:40] in cut["key_information"]["explanation"]
+    # The count is of the statements about the query, and says so.
+    assert "1 of 2 context statements about the query" in cut["key_information"]["explanation"]
 
 
 def test_restating_a_document_not_in_play_covers_nothing_more() -> None:

@@ -130,14 +130,29 @@ def _aspects(ev: Evidence, ok: bool, pull: Pull) -> str:
     return f"Part of the query is left unanswered: '{shorten(n['weakest_aspect'])}'."
 
 
-def _statements(total: int) -> str:
-    """ "the context's one statement", "all 3 context statements"."""
-    return "the context's one statement" if total == 1 else f"all {total} context statements"
+def _about(n: dict[str, str]) -> str:
+    """ " about the query" when documents about something else were set aside (`in_play`)."""
+    return " about the query" if int(n.get("set_aside", "0")) else ""
+
+
+def _statements(n: dict[str, str], total: int) -> str:
+    """ "the context's one statement", "all 3 context statements (about the query)"."""
+    if total == 1:
+        return (
+            "the one context statement about the query"
+            if _about(n)
+            else "the context's one statement"
+        )
+    return f"all {total} context statements{_about(n)}"
+
+
+def _context(n: dict[str, str]) -> str:
+    return "context about the query" if _about(n) else "context"
 
 
 def _missing(n: dict[str, str], covered: int, total: int) -> str:
     return (
-        f"The response covers only {covered} of {_count(total, 'context statement')}; "
+        f"The response covers only {covered} of {_count(total, 'context statement')}{_about(n)}; "
         f"missing: {_quoted(n['missing_statements'])}."
     )
 
@@ -147,7 +162,7 @@ def _key_information(ev: Evidence, ok: bool, pull: Pull) -> str:
     covered, total = int(n["covered"]), int(n["statements"])
     if ok:
         if covered == total:
-            restated = _statements(total)
+            restated = _statements(n, total)
             return f"The response includes the context's key information: it restates {restated}."
         if covered:
             return (
@@ -161,11 +176,12 @@ def _key_information(ev: Evidence, ok: bool, pull: Pull) -> str:
     entailed = round(ev.features["entailed_cover_share"] * total)
     if entailed == 0:
         return (
-            f"It touches {_statements(total)}, but the context does not support how it "
+            f"It touches {_statements(n, total)}, but the context does not support how it "
             "restates them."
         )
     return (
-        f"It touches {_statements(total)}, but restates only {entailed} as the context states them."
+        f"It touches {_statements(n, total)}, but restates only {entailed} as the context "
+        "states them."
     )
 
 
@@ -174,7 +190,7 @@ def _omissions(ev: Evidence, ok: bool, pull: Pull) -> str:
     covered, total = int(n["covered"]), int(n["statements"])
     if ok:
         if covered == total:
-            return f"It gives the details the query needs: it restates {_statements(total)}."
+            return f"It gives the details the query needs: it restates {_statements(n, total)}."
         if covered:
             return (
                 "It gives the details the query needs, such as "
@@ -188,7 +204,7 @@ def _omissions(ev: Evidence, ok: bool, pull: Pull) -> str:
     if entailed < total:
         unread = "it" if total == 1 else f"{total - entailed} of them"
         return (
-            f"It touches {_statements(total)}, but the judge does not read {unread} as "
+            f"It touches {_statements(n, total)}, but the judge does not read {unread} as "
             "restated in full, so details may be left out."
         )
     # Covered and restated: what is left against it is its length, which the fit weighs on its
@@ -197,14 +213,14 @@ def _omissions(ev: Evidence, ok: bool, pull: Pull) -> str:
     context_words = round((informative + 1) / math.exp(f["info_ratio"]))
     if informative < context_words:
         return (
-            f"It touches {_statements(total)}, but says only "
-            f"{_count(informative, 'informative word')} (the context has {context_words}), "
+            f"It touches {_statements(n, total)}, but says only "
+            f"{_count(informative, 'informative word')} (the {_context(n)} has {context_words}), "
             "which the judge reads as incomplete."
         )
     return (
-        f"It touches {_statements(total)} in {_count(informative, 'informative word')} (the "
-        f"context has {context_words}), but the judge does not read it as complete: answers of "
-        "this length were often incomplete in its training labels."
+        f"It touches {_statements(n, total)} in {_count(informative, 'informative word')} (the "
+        f"{_context(n)} has {context_words}), but the judge does not read it as complete: "
+        "answers of this length were often incomplete in its training labels."
     )
 
 

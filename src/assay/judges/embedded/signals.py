@@ -515,6 +515,7 @@ def completeness_features(ev: Evidence) -> None:
     ev.notes.update(
         covered=str(sum(restates)),
         statements=str(len(asked)),
+        set_aside=str(len(ev.statements) - len(asked)),
         missing_statements=SEPARATOR.join(missing[:3]),
         restated_statements=SEPARATOR.join(restated[:3]),
         unsupported_sentences=SEPARATOR.join(unsupported[:3]),
