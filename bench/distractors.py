@@ -1,0 +1,142 @@
+"""Completeness with retrieved documents about something else: ragchecker's pairs again, each
+context now holding, besides the question's reference, the reference of another question.
+
+A retriever returns several documents and not all are about the question; the dev rows have
+one document each. Here each ragchecker context gets a second document: the reference of the
+most similar other question (a near miss, as retrieval gives) or of a question drawn at random.
+The right verdicts do not change, since the human judgements are about the question's own
+reference, so the pairwise accuracy should stay where it is with one document.
+
+Out of fold like `calibrate.py`: a fold's rows, with their second documents, are scored by a
+calibration fitted on the other four folds' ordinary (one-document) rows and read by the
+agreement model cross-fitted for that fold. The documents-in-play rule (`signals.in_play`) is
+what this measures, against the same rows with every document counted (as before it).
+
+    python bench/distractors.py [--no-write]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import random
+
+import numpy as np
+
+import common
+from assay.detectors import DETECTORS
+from assay.judges.embedded import signals
+from assay.judges.embedded.encoder import load_encoder
+from calibrate import (
+    FOLDS,
+    Table,
+    build_table,
+    cross_fitted_features,
+    feature_names,
+    fit_check,
+    markdown,
+    out_of_fold,
+    pairwise,
+    predict,
+    ragchecker_sides,
+)
+from pairs import DevSet, Row, dev_set
+
+DETECTOR = "completeness"
+SEED = 3
+
+
+def second_documents(rows: list[Row]) -> dict[str, dict[str, str]]:
+    """group -> {"nearest": reference of the most similar other question, "random": of a
+    question drawn at random}, over ragchecker's groups."""
+    refs: dict[str, tuple[str, str]] = {}
+    for row in rows:
+        if row.source == "ragchecker":
+            refs.setdefault(row.group, (row.query or "", row.context[0]))
+    names = sorted(refs)
+    vectors = load_encoder("minilm").encode([refs[g][0] for g in names])
+    sims = vectors @ vectors.T
+    rng = random.Random(SEED)
+    out = {}
+    for i, group in enumerate(names):
+        nearest = next(names[j] for j in np.argsort(-sims[i]) if names[j] != group)
+        drawn = rng.choice([g for g in names if g != group])
+        out[group] = {"nearest": refs[nearest][1], "random": refs[drawn][1]}
+    return out
+
+
+def scores(table: Table, features: list[dict[str, float]]) -> np.ndarray:
+    """Out-of-fold P(followed) of `features` (rows of `table`'s human part, same order)."""
+    checks = [i.check for i in DETECTORS[DETECTOR].instructions]
+    folds = table.folds[: table.n_human]
+    out = np.zeros((len(features), len(checks)))
+    for k in range(FOLDS):
+        train = np.arange(FOLDS) != k
+        test = folds == k
+        if not test.any():
+            continue
+        for c, check in enumerate(checks):
+            x = common.matrix(
+                [f for f, t in zip(features, test, strict=True) if t], feature_names(check)
+            )
+            out[test, c] = predict(fit_check(table, check, train), x)
+    return out
+
+
+def figures(probs: np.ndarray, data: DevSet) -> tuple[str, str]:
+    good, bad = ragchecker_sides(data)
+    score, mean = (probs >= 0.5).mean(axis=1), probs.mean(axis=1)
+    return f"{pairwise(score[good], score[bad]):.3f}", f"{pairwise(mean[good], mean[bad]):.3f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--no-write", action="store_true", help="print only")
+    args = parser.parse_args()
+    data = dev_set()
+    table = build_table(data, DETECTOR)
+    human = table.rows[: table.n_human]
+    seconds = second_documents(human)
+    one = figures(out_of_fold(table)[: table.n_human], data)
+    rows = [("one document (as in calibrate.py)", *one, *one)]
+    floor = signals.IN_PLAY_FLOOR
+    for which in ("nearest", "random"):
+        widened = [
+            dataclasses.replace(r, context=(*r.context, seconds[r.group][which]))
+            if r.source == "ragchecker"
+            else r
+            for r in human
+        ]
+        found = []
+        for rule_floor in (floor, -1.0):  # -1: no document is ever under it, so all count
+            signals.IN_PLAY_FLOOR = rule_floor
+            found += figures(scores(table, cross_fitted_features(DETECTOR, widened)), data)
+        signals.IN_PLAY_FLOOR = floor
+        other = "the most similar" if which == "nearest" else "a random"
+        rows.append((f"+ {other} other question's reference", *found))
+    text = (
+        f"ragchecker non-tie pairs ({len(ragchecker_sides(data)[0])}), out of fold; pairwise "
+        "accuracy (ties half) of the score and of the mean follow_probability.\n\n"
+        + markdown(
+            (
+                "context",
+                "score, documents in play",
+                "mean, documents in play",
+                "score, every document counted",
+                "mean, every document counted",
+            ),
+            rows,
+        )
+    )
+    print(text)
+    if not args.no_write:
+        common.write_section(
+            "Completeness with a second document",
+            __doc__.split("\n\n    python")[0] + "\n\n" + text,
+        )
+
+
+if __name__ == "__main__":
+    main()
