@@ -6,6 +6,7 @@ elsewhere; benchmarks skip cleanly when the folder is absent.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import hashlib
 import itertools
@@ -326,6 +327,15 @@ def machine() -> str:
         "AVX-512 VNNI" if "avx512_vnni" in flags else "AVX2, no VNNI" if "avx2" in flags else ""
     )
     return ", ".join(p for p in (f"{os.cpu_count()} cores", model, vector) if p)
+
+
+def script_parser(doc: str) -> argparse.ArgumentParser:
+    """A benchmark's command line: its docstring as help, and `--no-write` (print only)."""
+    parser = argparse.ArgumentParser(
+        description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--no-write", action="store_true", help="print only")
+    return parser
 
 
 def write_section(title: str, body: str) -> None:

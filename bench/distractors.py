@@ -17,7 +17,6 @@ what this measures, against the same rows with every document counted (as before
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import random
 
@@ -90,11 +89,7 @@ def figures(probs: np.ndarray, data: DevSet) -> tuple[str, str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--no-write", action="store_true", help="print only")
-    args = parser.parse_args()
+    args = common.script_parser(__doc__).parse_args()
     data = dev_set()
     table = build_table(data, DETECTOR)
     human = table.rows[: table.n_human]

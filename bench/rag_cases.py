@@ -16,7 +16,6 @@ that pass each instruction.
 
 from __future__ import annotations
 
-import argparse
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -186,9 +185,7 @@ def _mean(values: list[float]) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--no-write", action="store_true", help="print only")
-    args = parser.parse_args()
+    args = common.script_parser(__doc__).parse_args()
     sections = []
     for name, what in SETS.items():
         cases = load(name)

@@ -11,7 +11,6 @@ to move it at all, and a target met at one seed only is not met.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 
 import calibrate
@@ -52,9 +51,8 @@ def figures_for(seed: int) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = common.script_parser(__doc__)
     parser.add_argument("--seeds", type=int, nargs="+", default=[16, 17, 18, 19, 20])
-    parser.add_argument("--no-write", action="store_true", help="print only")
     args = parser.parse_args()
     runs = {}
     for seed in args.seeds:

@@ -14,8 +14,6 @@ calibration on the same pairs, in-sample, for comparison.
 
 from __future__ import annotations
 
-import argparse
-
 import numpy as np
 
 import common
@@ -89,11 +87,7 @@ def kind_rows(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--no-write", action="store_true", help="print only")
-    args = parser.parse_args()
+    args = common.script_parser(__doc__).parse_args()
     data = dev_set()
     sections = []
     for detector in DETECTORS:
