@@ -26,6 +26,7 @@ import common
 from assay.detectors import DETECTORS
 from assay.judges.embedded import signals
 from assay.judges.embedded.encoder import load_encoder
+from assay.judges.embedded.text import split_sentences
 from calibrate import (
     FOLDS,
     Table,
@@ -88,6 +89,20 @@ def figures(probs: np.ndarray, data: DevSet) -> tuple[str, str]:
     return f"{pairwise(score[good], score[bad]):.3f}", f"{pairwise(mean[good], mean[bad]):.3f}"
 
 
+def with_tangent(row: Row, document: str, rng: random.Random) -> Row:
+    """`row` with one sentence of `document` put between two of its sentences (or at its end)."""
+    sentences = split_sentences(row.response)
+    at = rng.randrange(1, len(sentences) + 1)
+    added = rng.choice(split_sentences(document))
+    return dataclasses.replace(row, response=" ".join([*sentences[:at], added, *sentences[at:]]))
+
+
+def tangent_figures(plain: np.ndarray, added: np.ndarray, check: int) -> list[str]:
+    """How often the answer without the tangent is ahead: by score, and by `check`'s p."""
+    score = pairwise((plain >= 0.5).mean(axis=1), (added >= 0.5).mean(axis=1))
+    return [f"{score:.3f}", f"{pairwise(plain[:, check], added[:, check]):.3f}"]
+
+
 def main() -> None:
     args = common.script_parser(__doc__).parse_args()
     data = dev_set()
@@ -96,7 +111,10 @@ def main() -> None:
     seconds = second_documents(human)
     one = figures(out_of_fold(table)[: table.n_human], data)
     rows = [("one document (as in calibrate.py)", *one, *one)]
+    tangents = []
     floor = signals.IN_PLAY_FLOOR
+    focused = [i.check for i in DETECTORS[DETECTOR].instructions].index("accurate_and_focused")
+    rc = np.array([r.source == "ragchecker" for r in human])
     for which in ("nearest", "random"):
         widened = [
             dataclasses.replace(r, context=(*r.context, seconds[r.group][which]))
@@ -104,13 +122,22 @@ def main() -> None:
             else r
             for r in human
         ]
-        found = []
+        rng = random.Random(f"{SEED}-{which}")
+        padded = [
+            with_tangent(r, seconds[r.group][which], rng) if r.source == "ragchecker" else r
+            for r in widened
+        ]
+        found, moved = [], []
         for rule_floor in (floor, -1.0):  # -1: no document is ever under it, so all count
             signals.IN_PLAY_FLOOR = rule_floor
-            found += figures(scores(table, cross_fitted_features(DETECTOR, widened)), data)
+            plain = scores(table, cross_fitted_features(DETECTOR, widened))
+            found += figures(plain, data)
+            added = scores(table, cross_fitted_features(DETECTOR, padded))
+            moved += tangent_figures(plain[rc], added[rc], focused)
         signals.IN_PLAY_FLOOR = floor
         other = "the most similar" if which == "nearest" else "a random"
         rows.append((f"+ {other} other question's reference", *found))
+        tangents.append((f"{other} other question's reference", *moved))
     text = (
         f"ragchecker non-tie pairs ({len(ragchecker_sides(data)[0])}), out of fold; pairwise "
         "accuracy (ties half) of the score and of the mean follow_probability.\n\n"
@@ -123,6 +150,20 @@ def main() -> None:
                 "mean, every document counted",
             ),
             rows,
+        )
+        + f"\n\nA tangent the context supports: each of the {int(rc.sum())} ragchecker answers "
+        "against a copy with one sentence of the second document put in at random; share of "
+        "pairs where the answer without it scores higher (ties half), for the score and for "
+        "accurate_and_focused's probability.\n\n"
+        + markdown(
+            (
+                "second document",
+                "score, documents in play",
+                "accurate_and_focused, documents in play",
+                "score, every document counted",
+                "accurate_and_focused, every document counted",
+            ),
+            tangents,
         )
     )
     print(text)
