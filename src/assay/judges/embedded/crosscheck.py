@@ -77,8 +77,11 @@ def features(
     "about a neighbouring fact". A pair that differs in no negation, number, name or opposite
     (`may_conflict`) counts as no contradiction.
     """
+    read = set(context)
     answers = {
-        pair: p if may_conflict(*pair) else np.array([p[0], 0.0, p[2]], dtype=p.dtype)
+        pair: p
+        if may_conflict(*pair, directed=pair in read)
+        else np.array([p[0], 0.0, p[2]], dtype=p.dtype)
         for pair, p in answers.items()
     }
     restated_pairs = [(closest[s], s) for s in sentences if (closest.get(s, ""), s) in answers]

@@ -120,7 +120,6 @@ CHECK_FEATURES: dict[str, tuple[str, ...]] = {
     "no_contradiction": (
         "-restated_contra_max",
         "-restated_contra_count",
-        "-ctx_contra_max",
         "-self_contra_max",
         "-self_conflict",
         "-ctx_conflict_negation",
