@@ -418,7 +418,8 @@ def completeness_features(ev: Evidence) -> None:
         for k, s in enumerate(ev.sentences)
         if k not in repeated and on_topic[k] >= OFFTOPIC
     )
-    context_words = max(T.word_count(" ".join(asked)), 1)
+    kept = {d for d, p in zip(ev.statement_docs, play, strict=True) if p}
+    context_words = max(T.word_count(" ".join(ev.context[d] for d in sorted(kept))), 1)
     # Per context statement, the share of its content words (stems) that the response uses in
     # sentences restating the context: stated information is mostly restated in its own words.
     # Only restating sentences count, so added content that borrows a context word covers nothing.
