@@ -74,6 +74,7 @@ async def test_a_complete_answer_is_not_incomplete_for_leaving_out_another_topic
     for check in ("key_information", "no_omissions"):
         assert verdicts[check]["label"] is True, verdicts[check]
         assert "whitening" not in verdicts[check]["explanation"]
+        assert "both context statements about the query" in verdicts[check]["explanation"]
 
 
 async def test_leaving_out_a_document_the_query_asks_about_is_still_an_omission() -> None:

@@ -136,14 +136,14 @@ def _about(n: dict[str, str]) -> str:
 
 
 def _statements(n: dict[str, str], total: int) -> str:
-    """ "the context's one statement", "all 3 context statements (about the query)"."""
+    """ "the context's one statement", "both / all 3 context statements (about the query)"."""
     if total == 1:
         return (
             "the one context statement about the query"
             if _about(n)
             else "the context's one statement"
         )
-    return f"all {total} context statements{_about(n)}"
+    return f"{'both' if total == 2 else f'all {total}'} context statements{_about(n)}"
 
 
 def _context(n: dict[str, str]) -> str:
