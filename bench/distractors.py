@@ -12,6 +12,10 @@ calibration fitted on the other four folds' ordinary (one-document) rows and rea
 agreement model cross-fitted for that fold. The documents-in-play rule (`signals.in_play`) is
 what this measures, against the same rows with every document counted (as before it).
 
+It also measures a tangent the context supports: each ragchecker answer against a copy with one
+sentence of the second document put in (true, but about another question), which the score
+should rank below the answer.
+
     python bench/distractors.py [--no-write]
 """
 
