@@ -284,19 +284,34 @@ def grouped_out_of_fold(
     return out
 
 
-def out_of_fold(table: Table) -> np.ndarray:
-    """P(followed) for every row and check, each from a model fitted without the row's fold."""
+def fold_fits(table: Table) -> list[dict[str, dict[str, Any]]]:
+    """For each fold k, every check's calibration fitted without fold k."""
     checks = [i.check for i in DETECTORS[table.detector].instructions]
-    out = np.zeros((len(table.rows), len(checks)))
+    return [
+        {check: fit_check(table, check, np.arange(FOLDS) != k) for check in checks}
+        for k in range(FOLDS)
+    ]
+
+
+def out_of_fold(
+    table: Table,
+    features: list[dict[str, float]] | None = None,
+    fits: list[dict[str, dict[str, Any]]] | None = None,
+) -> np.ndarray:
+    """P(followed) for every row and check, each from a model fitted without the row's fold.
+
+    features: other features for the table's first rows, in order (the same rows read another
+    way, as `distractors.py` does); fits: `fold_fits(table)`, when already made."""
+    features = table.features if features is None else features
+    folds = table.folds[: len(features)]
+    fits = fits or fold_fits(table)
+    checks = [i.check for i in DETECTORS[table.detector].instructions]
+    out = np.zeros((len(features), len(checks)))
     for k in range(FOLDS):
-        train = np.arange(FOLDS) != k
-        test = table.folds == k
+        test = folds == k
+        rows = [f for f, t in zip(features, test, strict=True) if t]
         for c, check in enumerate(checks):
-            spec = fit_check(table, check, train)
-            x = common.matrix(
-                [f for f, t in zip(table.features, test, strict=True) if t], feature_names(check)
-            )
-            out[test, c] = predict(spec, x)
+            out[test, c] = predict(fits[k][check], common.matrix(rows, feature_names(check)))
     return out
 
 

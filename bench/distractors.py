@@ -32,16 +32,12 @@ from assay.judges.embedded import signals
 from assay.judges.embedded.encoder import load_encoder
 from assay.judges.embedded.text import split_sentences
 from calibrate import (
-    FOLDS,
-    Table,
     build_table,
     cross_fitted_features,
-    feature_names,
-    fit_check,
+    fold_fits,
     markdown,
     out_of_fold,
     pairwise,
-    predict,
     ragchecker_sides,
 )
 from pairs import DevSet, Row, dev_set
@@ -66,24 +62,6 @@ def second_documents(rows: list[Row]) -> dict[str, dict[str, str]]:
         nearest = next(names[j] for j in np.argsort(-sims[i]) if names[j] != group)
         drawn = rng.choice([g for g in names if g != group])
         out[group] = {"nearest": refs[nearest][1], "random": refs[drawn][1]}
-    return out
-
-
-def scores(table: Table, features: list[dict[str, float]]) -> np.ndarray:
-    """Out-of-fold P(followed) of `features` (rows of `table`'s human part, same order)."""
-    checks = [i.check for i in DETECTORS[DETECTOR].instructions]
-    folds = table.folds[: table.n_human]
-    out = np.zeros((len(features), len(checks)))
-    for k in range(FOLDS):
-        train = np.arange(FOLDS) != k
-        test = folds == k
-        if not test.any():
-            continue
-        for c, check in enumerate(checks):
-            x = common.matrix(
-                [f for f, t in zip(features, test, strict=True) if t], feature_names(check)
-            )
-            out[test, c] = predict(fit_check(table, check, train), x)
     return out
 
 
@@ -113,7 +91,8 @@ def main() -> None:
     table = build_table(data, DETECTOR)
     human = table.rows[: table.n_human]
     seconds = second_documents(human)
-    one = figures(out_of_fold(table)[: table.n_human], data)
+    fits = fold_fits(table)  # fitted once; every reading below is scored by the same fits
+    one = figures(out_of_fold(table, table.features[: table.n_human], fits), data)
     rows = [("one document (as in calibrate.py)", *one, *one)]
     tangents = []
     floor = signals.IN_PLAY_FLOOR
@@ -134,9 +113,9 @@ def main() -> None:
         found, moved = [], []
         for rule_floor in (floor, -1.0):  # -1: no document is ever under it, so all count
             signals.IN_PLAY_FLOOR = rule_floor
-            plain = scores(table, cross_fitted_features(DETECTOR, widened))
+            plain = out_of_fold(table, cross_fitted_features(DETECTOR, widened), fits)
             found += figures(plain, data)
-            added = scores(table, cross_fitted_features(DETECTOR, padded))
+            added = out_of_fold(table, cross_fitted_features(DETECTOR, padded), fits)
             moved += tangent_figures(plain[rc], added[rc], focused)
         signals.IN_PLAY_FLOOR = floor
         other = "the most similar" if which == "nearest" else "a random"

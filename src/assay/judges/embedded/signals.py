@@ -369,10 +369,10 @@ def in_play(ev: Evidence) -> np.ndarray:
     the refund policy?", however much more one of them shares the query's words. One document,
     or no query: every statement is in play.
     """
-    v = ev.vectors
-    docs = np.array(ev.statement_docs, dtype=np.int64)
     if not ev.query or len(set(ev.statement_docs)) < 2:
         return np.ones(len(ev.statements), dtype=bool)
+    v = ev.vectors
+    docs = np.array(ev.statement_docs, dtype=np.int64)
     probes = np.vstack([v["query"], v["aspects"]])
     closeness = (v["statements"] @ probes.T).max(axis=1)
     per_doc = {int(d): float(closeness[docs == d].max()) for d in set(ev.statement_docs)}
@@ -430,8 +430,9 @@ def completeness_features(ev: Evidence) -> None:
         if best >= SUPPORTED
         for stem in stems
     }
-    statement_stems = [stems for stems in map(T.word_stems, ev.statements) if stems]
-    asked_stems = [stems for stems in map(T.word_stems, asked) if stems]
+    every_stems = [T.word_stems(s) for s in ev.statements]
+    statement_stems = [stems for stems in every_stems if stems]
+    asked_stems = [stems for stems, p in zip(every_stems, play, strict=True) if p and stems]
     word_recall = [len(stems & response_stems) / len(stems) for stems in asked_stems]
     # Per response sentence, the share of its content words the context uses: an added claim
     # the context never mentions shares few of them.
