@@ -44,7 +44,8 @@ SETS = {
     "h": "set H: written apart by a helper who saw no judge output (2026-12-06, tenth session; "
     "four documents per question, only some about it), scored for the judge before the "
     "documents-in-play rule and twice with it (margin alone, then with the floor; see "
-    "DEVELOPERS.md), and after the sentence that says less; never read case by case",
+    "DEVELOPERS.md), after the sentence that says less, and after worked-out figures (2026-12-07; "
+    "unchanged); never read case by case",
 }
 #: The instructions each flaw names, by detector.
 TARGETS: dict[str, dict[str, tuple[str, ...]]] = {

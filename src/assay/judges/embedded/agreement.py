@@ -206,7 +206,9 @@ def _polarities(t: _Tokens, word: str) -> set[bool]:
     }
 
 
-def may_conflict(a: str, b: str, directed: bool = False) -> bool:
+def may_conflict(
+    a: str, b: str, directed: bool = False, settled: frozenset[str] = frozenset()
+) -> bool:
     """Whether two sentences differ where a contradiction can live: a negation on one side only,
     or a number, name or opposite word that the other side lacks. A pair that differs in none of
     these (a paraphrase, a shortened copy) is not read as a contradiction, whatever a model says:
@@ -214,7 +216,8 @@ def may_conflict(a: str, b: str, directed: bool = False) -> bool:
 
     directed: `a` is a context statement and `b` a response sentence, and only a number or name
     of `b` that `a` lacks counts: a sentence that states less than its statement ("DVDs are
-    loaned for 1 week." of "Books are loaned for 3 weeks and DVDs for 1 week.") changes nothing."""
+    loaned for 1 week." of "Books are loaned for 3 weeks and DVDs for 1 week.") changes nothing.
+    settled: with `directed`, figures of `b` that open nothing either (see `arithmetic`)."""
     ta, tb = _Tokens.of(a), _Tokens.of(b)
     # A negation on one side only, unless it negates a word whose opposite the other side
     # states ("does not open" / "is closed").
@@ -233,6 +236,8 @@ def may_conflict(a: str, b: str, directed: bool = False) -> bool:
                 if partner in other and not _negated_opposite(x, token, y, partner):
                     return True
             elif kind and token not in other and not (directed and x is ta):
+                if directed and kind == "number" and token in settled:
+                    continue
                 return True
     return False
 

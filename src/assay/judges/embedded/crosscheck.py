@@ -68,6 +68,7 @@ def features(
     own: Sequence[Pair],
     answers: Mapping[Pair, Probabilities],
     closest: Mapping[str, str],
+    settled: Mapping[str, frozenset[str]] | None = None,
 ) -> tuple[dict[str, float], dict[str, Pair]]:
     """Features from the model's answers, and the pairs worth quoting: the most contradicted
     context pair ("context"), of those a sentence restates ("restated"), and of self pairs ("self").
@@ -76,11 +77,15 @@ def features(
     any). A contradiction is read there: against other statements, "contradicted" mostly means
     "about a neighbouring fact". A pair that differs in no negation, number, name or opposite
     (`may_conflict`) counts as no contradiction.
+
+    settled: per response sentence, figures that open no context pair (`arithmetic`: those a
+    computing sentence takes from the context or works out from it).
     """
     read = set(context)
+    settled = settled or {}
     answers = {
         pair: p
-        if may_conflict(*pair, directed=pair in read)
+        if may_conflict(*pair, directed=pair in read, settled=settled.get(pair[1], frozenset()))
         else np.array([p[0], 0.0, p[2]], dtype=p.dtype)
         for pair, p in answers.items()
     }

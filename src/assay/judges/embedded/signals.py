@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from assay.judges.embedded import agreement as A
+from assay.judges.embedded import arithmetic as AR
 from assay.judges.embedded import crosscheck as C
 from assay.judges.embedded import form as F
 from assay.judges.embedded import text as T
@@ -445,12 +446,18 @@ def completeness_features(ev: Evidence) -> None:
     # Per written sentence, how much of it loops on one phrase ("the the the").
     loops = [F.looped_share(s) for s in ev.written]
     most_looped = max(loops, default=0.0)
-    known = A.known_words(" ".join(ev.context))
+    # A number the answer states that neither the context nor the query does: an invented figure,
+    # unless a sentence that says it computes works it out from them ("£22 plus £10, so £32").
+    given = T.numbers(" ".join(ev.context), plain=True) | T.numbers(ev.query or "", plain=True)
+    computing = [s for s in ev.sentences if AR.computes(s)]
+    worked = AR.worked_out(ev.sentences, given, ev.query or "")
+    given |= worked
+    # In a computing sentence no given or worked-out figure is a changed one.
+    settled = {s: frozenset(given) for s in computing}
+    known = A.known_words(" ".join(ev.context)) | worked
     stated = A.stated_sentences(ev.statements, ev.sentences, pair)
     ctx_conflicts = A.context_conflicts(ev.statements, ev.sentences, pair, known, stated | remarks)
     own_conflicts = A.self_conflicts(ev.sentences, self_sims, known, stated, remarks)
-    # A number the answer states that neither the context nor the query does: an invented figure.
-    given = T.numbers(" ".join(ev.context), plain=True) | T.numbers(ev.query or "", plain=True)
     unstated = [s for s in ev.sentences if s not in remarks and T.numbers(s) - given]
     closest = (
         {ev.sentences[j]: ev.statements[int(pair[:, j].argmax())] for j in range(len(ev.sentences))}
@@ -458,7 +465,7 @@ def completeness_features(ev: Evidence) -> None:
         else {}
     )
     entailed, quotes = C.features(
-        asked, ev.sentences, ev.context_pairs, ev.own_pairs, ev.agreement, closest
+        asked, ev.sentences, ev.context_pairs, ev.own_pairs, ev.agreement, closest, settled
     )
     ev.features.update(
         **entailed,
