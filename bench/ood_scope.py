@@ -78,6 +78,9 @@ class ScopeSet:
     queries: list[str]
     labels: np.ndarray
     features: np.ndarray = field(default_factory=lambda: np.zeros((0, len(SCOPE_FEATURES))))
+    #: CLINC splits: which held-out queries' intent shares a name word with a listed intent
+    #: ("credit limit change" held out, "credit limit" listed).
+    near_listed: np.ndarray | None = None
 
 
 def _clinc_profile(name: str, sentence: str, intents: list[str]) -> dict[str, str]:
@@ -134,8 +137,18 @@ def _unsupported_splits(
         kept = [i for i in intents if i not in dropped]
         fields = _clinc_profile(base.profile["name"], sentence, kept)
         labels = np.array([by_query[q]["meta"]["clinc_intent"] not in dropped for q in inside])
+        listed_words = {word for intent in kept for word in intent.split("_") if len(word) > 2}
+        near = np.array(
+            [
+                not label
+                and bool(set(by_query[q]["meta"]["clinc_intent"].split("_")) & listed_words)
+                for q, label in zip(inside, labels, strict=True)
+            ]
+        )
         name = f"{base.name} (split {seed})"
-        splits.append(ScopeSet(name, base.group, "unsupported", fields, inside, labels))
+        splits.append(
+            ScopeSet(name, base.group, "unsupported", fields, inside, labels, near_listed=near)
+        )
     return splits
 
 
@@ -205,14 +218,20 @@ def figures_of(model: dict[str, Any], scope_set: ScopeSet) -> Figures:
     )
 
 
-def leave_one_profile_out(sets: list[ScopeSet]) -> dict[str, Figures]:
-    """Each set scored by a model fitted on the other groups."""
-    figures = {}
-    for group in dict.fromkeys(s.group for s in sets):
-        model = fit_sets([s for s in sets if s.group != group])
-        for scope_set in (s for s in sets if s.group == group):
-            figures[scope_set.name] = figures_of(model, scope_set)
-    return figures
+def models_without(sets: list[ScopeSet]) -> dict[str, dict[str, Any]]:
+    """Per group, the model fitted on the other groups."""
+    return {
+        group: fit_sets([s for s in sets if s.group != group])
+        for group in dict.fromkeys(s.group for s in sets)
+    }
+
+
+def leave_one_profile_out(
+    sets: list[ScopeSet], models: dict[str, dict[str, Any]] | None = None
+) -> dict[str, Figures]:
+    """Each set scored by a model fitted on the other groups (`models_without`)."""
+    models = models or models_without(sets)
+    return {s.name: figures_of(models[s.group], s) for s in sets}
 
 
 def without_domains(domains: tuple[str, ...]) -> CapabilityTable:
