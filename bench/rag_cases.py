@@ -46,6 +46,9 @@ SETS = {
     "documents-in-play rule and twice with it (margin alone, then with the floor; see "
     "DEVELOPERS.md), after the sentence that says less, and after worked-out figures (2026-12-07; "
     "unchanged); never read case by case",
+    "i": "set I: written apart by a helper who saw no judge output (2026-12-07, eleventh session; "
+    "two to four documents per question, twelve of twenty questions need a figure worked out), "
+    "scored once for the judge before and after worked-out figures; never read case by case",
 }
 #: The instructions each flaw names, by detector.
 TARGETS: dict[str, dict[str, tuple[str, ...]]] = {
