@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from itertools import combinations, permutations
+from itertools import combinations
 
 from assay.judges.embedded import text as T
 
@@ -89,11 +89,8 @@ def _follows(target: float, values: list[float], known: set[float]) -> bool:
     if len(values) > TRIPLE_LIMIT:
         return False
     for a, b in combinations(values, 2):
+        # a third figure plus the sum or the product of these two ("$30 plus 2 x $20")
         for rest in (target - a - b, target - a * b):
             if round(rest, 2) in known and not _near(rest, a) and not _near(rest, b):
                 return True
-    for a, b in permutations(values, 2):
-        # one figure times another, plus or minus a third: "$3.50 plus 10 x $0.25"
-        if _near(target, a * b) or round(target - a * b, 2) in known:
-            return True
     return False
