@@ -153,3 +153,19 @@ def test_a_copy_after_a_joining_word_is_stated() -> None:
     encoder = load_encoder("minilm")
     similarity = encoder.encode(DOG_CONTEXT) @ encoder.encode([copy]).T
     assert A.stated_sentences(DOG_CONTEXT, [copy], similarity) == frozenset([copy])
+
+
+def test_the_askers_own_words_are_grounded() -> None:
+    # From the hand-written cases: "You qualify, since the threshold is $200 and you owe $340."
+    # failed accurate_and_focused, its words from the question read as content the context lacks.
+    context = (
+        "Existing customers moving home can transfer their broadband for a £49 fee.",
+        "No new contract is needed.",
+    )
+    answer = "You can take your broadband with you to Leeds for the £49 transfer fee."
+    asked = features(
+        "I'm moving to Leeds next month. Can I take my broadband with me?", context, answer
+    )
+    other = features("What does a home move cost?", context, answer)
+    assert asked["grounding_min"] == 1.0
+    assert other["grounding_min"] < 1.0

@@ -359,9 +359,10 @@ def _accurate(ev: Evidence, ok: bool, pull: Pull) -> str:
         return f"It adds content the context does not support: {_quoted(added, 1)}."
     if n["least_grounded_sentence"] and f["grounding_min"] < GROUNDED:
         quote, share = _quoted(n["least_grounded_sentence"], 1), f"{f['grounding_min']:.0%}"
+        sources = "the context or the question" if ev.query else "the context"
         return (
             f"It adds content the context does not support: {quote} "
-            f"(only {share} of its words are in the context)."
+            f"(only {share} of its words are in {sources})."
         )
     if grounded < 1:
         return (

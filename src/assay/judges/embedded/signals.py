@@ -438,6 +438,9 @@ def completeness_features(ev: Evidence) -> None:
     # Per response sentence, the share of its content words the context uses: an added claim
     # the context never mentions shares few of them.
     context_stems = set().union(*statement_stems) if statement_stems else set()
+    # The asker's own words are grounded too: an answer applies the context to their situation
+    # ("you owe $340, so you qualify").
+    context_stems |= T.word_stems(ev.query or "")
     grounding = {
         sentence: len(stems & context_stems) / len(stems)
         for sentence, stems in zip(ev.sentences, sentence_stems, strict=True)
