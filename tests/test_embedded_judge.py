@@ -367,6 +367,16 @@ def test_calibration_fitted_on_other_features_is_rejected() -> None:
                 "The fee is lower there.",
             ],
         ),
+        # A time zone after p.m. continues the sentence ("the 3 p.m. Eastern cutoff").
+        (
+            "Wires sent after the 3 p.m. Eastern cutoff go out the next day. Doors open at 7 p.m. "
+            "The show starts at 8 p.m. Pacific time.",
+            [
+                "Wires sent after the 3 p.m. Eastern cutoff go out the next day.",
+                "Doors open at 7 p.m.",
+                "The show starts at 8 p.m. Pacific time.",
+            ],
+        ),
     ],
 )
 def test_sentence_splitting(text: str, expected: list[str]) -> None:

@@ -13,10 +13,11 @@ _ABBREVIATIONS = re.compile(
     r"\b(?:e\.g|i\.e|etc|vs|Mr|Mrs|Ms|Dr|Prof|St|Mt|No|approx|incl|Fig|Gen|Sen|Rep|Gov|Capt"
     r"|Lt|Col|Sgt)\."
     # A month's abbreviation before its day ("Jan. 5"); a.m./p.m. before a day, a month, a
-    # figure or a bracket ("9 a.m. Monday to Friday"), not before a new sentence.
+    # figure, a bracket or a time zone ("9 a.m. Monday to Friday", "3 p.m. Eastern cutoff",
+    # "5 p.m. GMT"), not before a new sentence.
     r"|\b(?:Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)\.(?=\s\d)"
     r"|\b[ap]\.m\.(?=\s+(?-i:\d|\(|(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun|Jan|Feb|Mar|Apr|May|Jun|Jul"
-    r"|Aug|Sep|Oct|Nov|Dec)[a-z]*\b|[A-Z]{2,}\b))",
+    r"|Aug|Sep|Oct|Nov|Dec)[a-z]*\b|(?:Eastern|Pacific|Central|Mountain|Atlantic)\b|[A-Z]{2,}\b))",
     re.I,
 )
 # An initial ("John A. Roebling", "J. K. Rowling") or a name's suffix ("King Jr. Day", "Acme
