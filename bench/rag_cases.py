@@ -44,8 +44,9 @@ SETS = {
     "h": "set H: written apart by a helper who saw no judge output (2026-12-06, tenth session; "
     "four documents per question, only some about it), scored for the judge before the "
     "documents-in-play rule and twice with it (margin alone, then with the floor; see "
-    "DEVELOPERS.md), after the sentence that says less, and after worked-out figures (2026-12-07; "
-    "unchanged); never read case by case",
+    "DEVELOPERS.md), after the sentence that says less, after worked-out figures (2026-12-07; "
+    "unchanged) and the asker's words; read once, after the last change of 2026-12-07 (its "
+    "correct answers failing accurate_and_focused were listed), so no longer held out",
     "i": "set I: written apart by a helper who saw no judge output (2026-12-07, eleventh session; "
     "two to four documents per question, twelve of twenty questions need a figure worked out), "
     "scored once for the judge before and after worked-out figures, then for the asker's words "
