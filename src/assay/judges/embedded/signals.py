@@ -456,7 +456,7 @@ def completeness_features(ev: Evidence) -> None:
     worked = AR.worked_out(ev.sentences, given, ev.query or "")
     given |= worked
     # In a computing sentence no given or worked-out figure is a changed one.
-    settled = {s: frozenset(given) for s in computing}
+    settled = dict.fromkeys(computing, frozenset(given))
     known = A.known_words(" ".join(ev.context)) | worked
     stated = A.stated_sentences(ev.statements, ev.sentences, pair)
     ctx_conflicts = A.context_conflicts(ev.statements, ev.sentences, pair, known, stated | remarks)
