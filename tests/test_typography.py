@@ -99,6 +99,24 @@ def test_figures_say_how_they_were_written() -> None:
 
 
 @pytest.mark.parametrize(
+    ("text", "read"),
+    [
+        # A figure against its unit is the figure, as with a space.
+        ("Prints cost 12p each.", {"12"}),
+        ("Open 10am to 7pm.", {"10", "7"}),
+        ("A 25kg bag.", {"25"}),
+        ("Popular in the 1990s.", {"1990"}),
+        # Against other letters it is none: never a part of its digits.
+        ("Due on the 21st.", set()),
+        ("Turn on 2FA.", set()),
+        ("It runs 2.5x faster.", set()),
+    ],
+)
+def test_a_figure_is_read_whole(text: str, read: set[str]) -> None:
+    assert numbers(text) == read
+
+
+@pytest.mark.parametrize(
     ("value", "canonical"),
     [
         ("1,200", "1200"),

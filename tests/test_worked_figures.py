@@ -79,3 +79,13 @@ def test_a_right_total_is_no_conflict_and_a_wrong_one_still_is() -> None:
     # The wrong total is still a figure nobody gave, and a changed one.
     assert wrong["unstated_number_share"] > 0.0
     assert wrong["ctx_conflict_number"] > 0.0 or wrong["restated_contra_max"] >= 0.5
+
+
+def test_a_figure_against_its_unit_is_no_invented_one() -> None:
+    # Read by its first digits, "10am" stated a 1 that no document gives.
+    context = ("The Riverside branch opens at 10 a.m. and closes at 6 p.m. on weekdays.",)
+    answer = "Riverside opens at 10am on weekdays."
+    query = "When does the Riverside branch open?"
+    question = Question("completeness", "accurate_and_focused", "", answer, query, context)
+    [evidence] = gather(load_encoder("minilm"), [question]).values()
+    assert evidence.features["unstated_number_share"] == 0.0

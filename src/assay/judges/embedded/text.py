@@ -289,7 +289,11 @@ def source_remark(sentence: str) -> bool:
     return _SOURCE_REMARK.search(sentence) is not None
 
 
-_NUMBER = re.compile(r"(?<![\w.,])\d+(?:[.,]\d+)*(?![A-Za-z])")
+#: A figure, read whole: the atomic group stops a backtrack from reading part of a longer token
+#: ("12p" as 1, "21st" as 2). A figure written against its unit ("10am", "12p", "25kg", "the
+#: 1990s") is that figure, as it is with a space; against other letters ("21st", "2FA") none.
+_GLUED_UNIT = r"(?i:am|pm|p|kg|g|mg|km|cm|mm|ml|h|hrs?|mins?|s|k|gb|mb|tb)?"
+_NUMBER = re.compile(rf"(?<![\w.,])(?>\d+(?:[.,]\d+)*)(?={_GLUED_UNIT}(?![A-Za-z]))")
 #: A capitalised word right before a number, not opening its sentence: "IBM 1401", "Windows 11".
 _NAMED = re.compile(r"(?<=[a-z0-9,;:)] )[A-Z][\w-]*\s$|^[A-Z]{2,}[\w-]*\s$")
 #: A unit of time right after a figure ("14 days", "2-week").
