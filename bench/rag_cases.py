@@ -50,8 +50,8 @@ SETS = {
     "i": "set I: written apart by a helper who saw no judge output (2026-12-07, eleventh session; "
     "two to four documents per question, twelve of twenty questions need a figure worked out), "
     "scored once for the judge before and after worked-out figures, then for the asker's words "
-    "read as grounded (seen while deciding to keep it) and for figures read whole (unchanged); "
-    "never read case by case",
+    "read as grounded (seen while deciding to keep it), for figures read whole (unchanged) and "
+    "for the asker's figures (seen while deciding); never read case by case",
 }
 #: The instructions each flaw names, by detector.
 TARGETS: dict[str, dict[str, tuple[str, ...]]] = {

@@ -89,3 +89,26 @@ def test_a_figure_against_its_unit_is_no_invented_one() -> None:
     question = Question("completeness", "accurate_and_focused", "", answer, query, context)
     [evidence] = gather(load_encoder("minilm"), [question]).values()
     assert evidence.features["unstated_number_share"] == 0.0
+
+
+def test_the_askers_own_figures_are_no_changed_ones() -> None:
+    context = (
+        "Unused items can be returned within 30 days of delivery; sale items within 14 days.",
+        "Refunds are issued to the original payment method within 5 working days.",
+    )
+    query = "I got a sale jumper 10 days ago. Can I still send it back?"
+    answer = (
+        "Yes, sale items can be returned within 14 days of delivery, so at 10 days you're in time."
+    )
+    question = Question("completeness", "no_contradiction", "", answer, query, context)
+    [evidence] = gather(load_encoder("minilm"), [question]).values()
+    assert evidence.features["ctx_conflict_number"] == 0.0
+    assert evidence.features["unstated_number_share"] == 0.0
+    # A figure the asker did not give still opens the pair.
+    changed = answer.replace("14 days", "21 days")
+    question = Question("completeness", "no_contradiction", "", changed, query, context)
+    [evidence] = gather(load_encoder("minilm"), [question]).values()
+    assert (
+        evidence.features["ctx_conflict_number"] > 0.0
+        or evidence.features["unstated_number_share"] > 0.0
+    )

@@ -451,13 +451,17 @@ def completeness_features(ev: Evidence) -> None:
     most_looped = max(loops, default=0.0)
     # A number the answer states that neither the context nor the query does: an invented figure,
     # unless a sentence that says it computes works it out from them ("£22 plus £10, so £32").
-    given = T.numbers(" ".join(ev.context), plain=True) | T.numbers(ev.query or "", plain=True)
+    query_figures = T.numbers(ev.query or "", plain=True)
+    given = T.numbers(" ".join(ev.context), plain=True) | query_figures
     computing = [s for s in ev.sentences if AR.computes(s)]
     worked = AR.worked_out(ev.sentences, given, ev.query or "")
     given |= worked
-    # In a computing sentence no given or worked-out figure is a changed one.
-    settled = dict.fromkeys(computing, frozenset(given))
-    known = A.known_words(" ".join(ev.context)) | worked
+    # The asker's own figures are no changed ones ("at 10 days you're still in time"); in a
+    # computing sentence no given or worked-out figure is either.
+    settled = dict.fromkeys(ev.sentences, frozenset(query_figures)) | dict.fromkeys(
+        computing, frozenset(given)
+    )
+    known = A.known_words(" ".join(ev.context)) | worked | query_figures
     stated = A.stated_sentences(ev.statements, ev.sentences, pair)
     ctx_conflicts = A.context_conflicts(ev.statements, ev.sentences, pair, known, stated | remarks)
     own_conflicts = A.self_conflicts(ev.sentences, self_sims, known, stated, remarks)
