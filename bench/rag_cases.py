@@ -51,7 +51,9 @@ SETS = {
     "two to four documents per question, twelve of twenty questions need a figure worked out), "
     "scored once for the judge before and after worked-out figures, then for the asker's words "
     "read as grounded (seen while deciding to keep it), for figures read whole (unchanged) and "
-    "for the asker's figures (seen while deciding); never read case by case",
+    "for the asker's figures (seen while deciding), for a consequence-clause rule not kept and "
+    "for figures stated elsewhere and opposites both sides use (2026-12-07, thirteenth session; seen while "
+    "deciding); never read case by case",
 }
 #: The instructions each flaw names, by detector.
 TARGETS: dict[str, dict[str, tuple[str, ...]]] = {

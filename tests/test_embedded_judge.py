@@ -518,6 +518,12 @@ def test_not_x_said_as_the_opposite_of_x_is_no_conflict() -> None:
     assert may_conflict(required, "A passport photo is required for the renewal form.")
     assert not may_conflict("The spa is closed on Mondays.", "The spa is not open on Mondays.")
     assert may_conflict("The spa is closed on Mondays.", "The spa is not closed on Mondays.")
+    # Both sides using both words of an opposite pair swap nothing: the issue's own correct
+    # answer, reordered, was read as contradicting its context.
+    hours = "The museum opens at 9 am and closes at 6 pm, every day except Monday."
+    reordered = "The museum opens at 9 am every day except Monday, and it closes at 6 pm."
+    assert not may_conflict(hours, reordered, directed=True)
+    assert may_conflict(hours, "The museum closes at 9 am every day except Monday.", True)
 
 
 def test_a_sentence_stating_less_than_its_statement_is_no_conflict() -> None:
@@ -532,6 +538,32 @@ def test_a_sentence_stating_less_than_its_statement_is_no_conflict() -> None:
     assert may_conflict(statement, "DVDs are not loaned for 1 week.", directed=True)
     # Two sentences of one answer have no such order: either may have changed the other.
     assert may_conflict(statement, "DVDs are loaned for 1 week.")
+
+
+def test_a_figure_the_context_states_elsewhere_opens_no_pair_in_a_joining_sentence() -> None:
+    # From the hand-written support cases: "Yes, but meeting rooms aren't included in the $30 day
+    # pass; they cost $20 per hour." failed no_contradiction against "Meeting rooms are not
+    # included and cost $20 per hour.": the model read the pass's $30, which another statement
+    # gives, as a changed figure.
+    context = "A day pass costs $30. Meeting rooms are not included and cost $20 per hour."
+    statement = "Meeting rooms are not included and cost $20 per hour."
+    known = known_words(context)
+    joined = "Yes, but meeting rooms aren't included in the $30 day pass; they cost $20 per hour."
+    assert may_conflict(statement, joined, directed=True)
+    assert not may_conflict(statement, joined, directed=True, known=known)
+    # A figure the context does not state still opens the pair, as does a known figure in a
+    # sentence that says nothing more than its statement (a changed copy).
+    assert may_conflict(statement, joined.replace("$30", "$35"), directed=True, known=known)
+    changed = "Meeting rooms are not included and cost $30 per hour."
+    assert may_conflict(statement, changed, directed=True, known=known)
+    # Names are not passed over: a name swapped for another of the context's is an edit.
+    rooms = "The Oak room seats 8. The Elm room seats 12."
+    assert may_conflict(
+        "The Oak room seats 8.",
+        "Book ahead: the Elm room seats 8.",
+        directed=True,
+        known=known_words(rooms),
+    )
 
 
 def test_a_figure_written_as_words_is_that_figure() -> None:

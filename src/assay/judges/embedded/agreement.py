@@ -128,16 +128,7 @@ def _substitutions(a: _Tokens, b: _Tokens, known: frozenset[str], near: int) -> 
         kind = _kind_of(a, k)
         if kind and token not in b.low:
             slots.setdefault(kind, []).append((token, a.neighbours(k, near)))
-    # What `b` says that `a` does not say in any form (five-letter stems, as `text.word_stems`),
-    # besides names and numbers the reference states and a number's unit ("2 days").
-    stems_a = {t[:5] for t in a.low}
-    says_more = any(
-        t[:5] not in stems_a
-        and t not in T.STOPWORDS
-        and not (t in known and _kind_of(b, k) in ("name", "number"))
-        and not (k > 0 and b.low[k - 1][0].isdigit())
-        for k, t in enumerate(b.low)
-    )
+    says_more = _says_more(a, b, known)
     for k, token in enumerate(b.low):
         kind = _kind_of(b, k)
         if kind is None or token in in_a or kind not in slots:
@@ -157,6 +148,20 @@ def _substitutions(a: _Tokens, b: _Tokens, known: frozenset[str], near: int) -> 
             if around & other_near:
                 found.add(kind)
     return found
+
+
+def _says_more(a: _Tokens, b: _Tokens, known: frozenset[str]) -> bool:
+    """Whether `b` says something `a` does not say in any form (five-letter stems, as
+    `text.word_stems`), besides names and numbers the reference states and a number's unit
+    ("2 days"): then `b` may join `a` to another statement."""
+    stems_a = {t[:5] for t in a.low}
+    return any(
+        t[:5] not in stems_a
+        and t not in T.STOPWORDS
+        and not (t in known and _kind_of(b, k) in ("name", "number"))
+        and not (k > 0 and b.low[k - 1][0].isdigit())
+        for k, t in enumerate(b.low)
+    )
 
 
 def _negated_opposite(a: _Tokens, word: str, b: _Tokens, opposite: str) -> bool:
@@ -207,7 +212,11 @@ def _polarities(t: _Tokens, word: str) -> set[bool]:
 
 
 def may_conflict(
-    a: str, b: str, directed: bool = False, settled: frozenset[str] = frozenset()
+    a: str,
+    b: str,
+    directed: bool = False,
+    settled: frozenset[str] = frozenset(),
+    known: frozenset[str] = frozenset(),
 ) -> bool:
     """Whether two sentences differ where a contradiction can live: a negation on one side only,
     or a number, name or opposite word that the other side lacks. A pair that differs in none of
@@ -217,7 +226,10 @@ def may_conflict(
     directed: `a` is a context statement and `b` a response sentence, and only a number or name
     of `b` that `a` lacks counts: a sentence that states less than its statement ("DVDs are
     loaned for 1 week." of "Books are loaned for 3 weeks and DVDs for 1 week.") changes nothing.
-    settled: with `directed`, figures of `b` that open nothing either (see `arithmetic`)."""
+    settled: with `directed`, figures of `b` that open nothing either (see `arithmetic`).
+    known: with `directed`, `known_words` of the context: a figure it states elsewhere opens
+    nothing in a sentence that says more than its statement (it may join two). A name still
+    does: a name swapped for another of the context's is the commoner edit."""
     ta, tb = _Tokens.of(a), _Tokens.of(b)
     # A negation on one side only, unless it negates a word whose opposite the other side
     # states ("does not open" / "is closed").
@@ -227,17 +239,24 @@ def may_conflict(
     ]
     if bool(_NEGATORS & set(ta.low)) != bool(_NEGATORS & set(tb.low)) and any(unexplained):
         return True
+    joins: bool | None = None  # `_says_more`, computed when first needed
     for x, y in ((ta, tb), (tb, ta)):
         other = set(y.low)
         for k, token in enumerate(x.low):
             kind = _kind_of(x, k)
             if kind == "opposite":
                 partner = T.OPPOSITES.get(token)
-                if partner in other and not _negated_opposite(x, token, y, partner):
+                # Both sides using both words ("opens at 9 and closes at 6") swap nothing.
+                both = token in other and partner in x.low
+                if partner in other and not both and not _negated_opposite(x, token, y, partner):
                     return True
             elif kind and token not in other and not (directed and x is ta):
                 if directed and kind == "number" and token in settled:
                     continue
+                if directed and kind == "number" and token in known:
+                    joins = _says_more(ta, tb, known) if joins is None else joins
+                    if joins:
+                        continue
                 return True
     return False
 

@@ -69,6 +69,7 @@ def features(
     answers: Mapping[Pair, Probabilities],
     closest: Mapping[str, str],
     settled: Mapping[str, frozenset[str]] | None = None,
+    known: frozenset[str] = frozenset(),
 ) -> tuple[dict[str, float], dict[str, Pair]]:
     """Features from the model's answers, and the pairs worth quoting: the most contradicted
     context pair ("context"), of those a sentence restates ("restated"), and of self pairs ("self").
@@ -85,7 +86,9 @@ def features(
     settled = settled or {}
     answers = {
         pair: p
-        if may_conflict(*pair, directed=pair in read, settled=settled.get(pair[1], frozenset()))
+        if may_conflict(
+            *pair, directed=pair in read, settled=settled.get(pair[1], frozenset()), known=known
+        )
         else np.array([p[0], 0.0, p[2]], dtype=p.dtype)
         for pair, p in answers.items()
     }

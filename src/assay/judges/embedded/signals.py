@@ -472,7 +472,7 @@ def completeness_features(ev: Evidence) -> None:
         else {}
     )
     entailed, quotes = C.features(
-        asked, ev.sentences, ev.context_pairs, ev.own_pairs, ev.agreement, closest, settled
+        asked, ev.sentences, ev.context_pairs, ev.own_pairs, ev.agreement, closest, settled, known
     )
     ev.features.update(
         **entailed,
