@@ -227,9 +227,9 @@ def may_conflict(
     of `b` that `a` lacks counts: a sentence that states less than its statement ("DVDs are
     loaned for 1 week." of "Books are loaned for 3 weeks and DVDs for 1 week.") changes nothing.
     settled: with `directed`, figures of `b` that open nothing either (see `arithmetic`).
-    known: with `directed`, `known_words` of the context: a figure it states elsewhere opens
-    nothing in a sentence that says more than its statement (it may join two). A name still
-    does: a name swapped for another of the context's is the commoner edit."""
+    known: with `directed`, `known_words` of the context: in a sentence that says more than its
+    statement (it may join two), a figure the context states elsewhere is settled too. A name
+    is not: a name swapped for another of the context's is the commoner edit."""
     ta, tb = _Tokens.of(a), _Tokens.of(b)
     # A negation on one side only, unless it negates a word whose opposite the other side
     # states ("does not open" / "is closed").
@@ -239,24 +239,21 @@ def may_conflict(
     ]
     if bool(_NEGATORS & set(ta.low)) != bool(_NEGATORS & set(tb.low)) and any(unexplained):
         return True
-    joins: bool | None = None  # `_says_more`, computed when first needed
+    if directed and known and _says_more(ta, tb, known):
+        settled = settled | known
     for x, y in ((ta, tb), (tb, ta)):
-        other = set(y.low)
+        mine, other = set(x.low), set(y.low)
         for k, token in enumerate(x.low):
             kind = _kind_of(x, k)
             if kind == "opposite":
                 partner = T.OPPOSITES.get(token)
                 # Both sides using both words ("opens at 9 and closes at 6") swap nothing.
-                both = token in other and partner in x.low
+                both = token in other and partner in mine
                 if partner in other and not both and not _negated_opposite(x, token, y, partner):
                     return True
             elif kind and token not in other and not (directed and x is ta):
                 if directed and kind == "number" and token in settled:
                     continue
-                if directed and kind == "number" and token in known:
-                    joins = _says_more(ta, tb, known) if joins is None else joins
-                    if joins:
-                        continue
                 return True
     return False
 
