@@ -23,6 +23,8 @@ import numpy as np
 
 from assay.detectors import DETECTORS
 from assay.judges.base import Question
+from assay.judges.embedded import agreement_model
+from assay.judges.embedded import encoder as encoder_module
 from assay.judges.embedded.agreement_model import MODEL_FILE, RESIDUALS_FILE, AgreementModel
 from assay.judges.embedded.encoder import Encoder, Kind
 from assay.judges.embedded.judge import gather
@@ -122,15 +124,28 @@ def questions(
     ]
 
 
+def cache_key(*modules: Any) -> str:
+    """A short hash of the modules' source and of the CPU's int8 kernels (`INT8_FLAGS`): a disk
+    cache named by it is never read by code, or on a CPU, that would compute its entries
+    differently. A cache that outlived such a change twice kept the committed figures from
+    being reproduced in a fresh clone (DEVELOPERS.md, "Supervision, and how figures stay
+    honest")."""
+    source = b"".join(Path(m.__file__).read_bytes() for m in modules)
+    kernels = ",".join(f for f in INT8_FLAGS if f in _cpu()[1])
+    return hashlib.sha256(source + kernels.encode()).hexdigest()[:12]
+
+
 class CachedEncoder:
     """An encoder whose vectors are kept on disk, so that editing a feature recomputes features
     in seconds instead of re-encoding every text."""
 
     def __init__(self, name: str) -> None:
+        import encoders
+
         self.name = name
         self.inner: Encoder | None = None
         self.model_id = name
-        self.path = CACHE / f"vectors-{name}.npz"
+        self.path = CACHE / f"vectors-{name}-{cache_key(encoder_module, encoders)}.npz"
         self.index: dict[str, int] = {}
         self.vectors = np.zeros((0, 384), np.float32)
         if self.path.exists():
@@ -160,7 +175,8 @@ class CachedEncoder:
 
 
 class CachedAgreement:
-    """An agreement model whose answers are kept on disk (keyed by the model files' hash)."""
+    """An agreement model whose answers are kept on disk, keyed by the model files and the code
+    that runs them."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -175,6 +191,7 @@ class CachedAgreement:
             # A packed model is its graph and its residuals: both make its answers.
             files = [self.path, self.path.with_name(RESIDUALS_FILE)]
             data = b"".join(f.read_bytes() for f in files if f.is_file())
+            data += cache_key(agreement_model, encoder_module).encode()
             digest = hashlib.sha256(data).hexdigest()[:16]
             self.store = CACHE / f"agreement-{digest}.json"
             if self.store.exists():
@@ -311,9 +328,8 @@ async def post_detect(
     }
 
 
-def machine() -> str:
-    """Cores and CPU, for speed figures: int8 inference runs about 2.5× faster where the CPU has
-    AVX-512 VNNI than on AVX2 alone, so a speed figure means little without them."""
+def _cpu() -> tuple[str, set[str]]:
+    """The CPU's model name and flags (from /proc/cpuinfo, where there is one)."""
     model, flags = "unknown CPU", set()
     cpuinfo = Path("/proc/cpuinfo")
     if cpuinfo.exists():
@@ -323,6 +339,19 @@ def machine() -> str:
                 model = value.strip()
             elif key.strip() == "flags" and not flags:
                 flags = set(value.split())
+    return model, flags
+
+
+#: CPU features that choose onnxruntime's int8 matrix kernels. Without VNNI, AVX2 and AVX-512
+#: multiply int8 pairs with saturating 16-bit sums, so the same model gives slightly different
+#: numbers on CPUs with and without it.
+INT8_FLAGS = ("avx2", "avx512bw", "avx512_vnni", "avx_vnni", "amx_int8")
+
+
+def machine() -> str:
+    """Cores and CPU, for speed figures: int8 inference runs about 2.5× faster where the CPU has
+    AVX-512 VNNI than on AVX2 alone, so a speed figure means little without them."""
+    model, flags = _cpu()
     vector = (
         "AVX-512 VNNI" if "avx512_vnni" in flags else "AVX2, no VNNI" if "avx2" in flags else ""
     )

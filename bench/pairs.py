@@ -16,14 +16,15 @@ import hashlib
 import json
 import os
 import random
+import sys
 from dataclasses import asdict, dataclass, replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 import common
 import damage
+from assay.judges.embedded import encoder as encoder_module
 from assay.judges.embedded import text as splitter
 from assay.judges.embedded.encoder import load_encoder
 
@@ -222,12 +223,10 @@ class DevSet:
 
 def dev_set() -> DevSet:
     cache = common.CACHE / "devset.json"
-    # The damage rules and the sentence splitter they cut answers with.
-    code = (
-        "".join(Path(m.__file__ or "").read_text() for m in (damage, splitter))
-        + Path(__file__).read_text()
-    )
-    digest = hashlib.sha256(f"{SEED}{code}".encode()).hexdigest()[:16]
+    # The damage rules, the sentence splitter they cut answers with, the encoder that picks the
+    # nearest other question, and this module.
+    key = common.cache_key(damage, splitter, encoder_module, sys.modules[__name__])
+    digest = hashlib.sha256(f"{SEED}{key}".encode()).hexdigest()[:16]
     if cache.exists():
         saved: dict[str, Any] = json.loads(cache.read_text())
         if saved["digest"] == digest:
