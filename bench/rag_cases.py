@@ -52,8 +52,9 @@ SETS = {
     "scored once for the judge before and after worked-out figures, then for the asker's words "
     "read as grounded (seen while deciding to keep it), for figures read whole (unchanged) and "
     "for the asker's figures (seen while deciding), for a consequence-clause rule not kept and "
-    "for figures stated elsewhere and opposites both sides use (2026-12-07, thirteenth session; seen while "
-    "deciding); never read case by case",
+    "for figures stated elsewhere and opposites both sides use (2026-12-07, thirteenth session; "
+    "seen while deciding), and for the calibration refitted on a rebuilt bench cache (fourteenth "
+    "session; no choice made on it); never read case by case",
 }
 #: The instructions each flaw names, by detector.
 TARGETS: dict[str, dict[str, tuple[str, ...]]] = {
