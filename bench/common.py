@@ -125,13 +125,13 @@ def questions(
 
 
 def cache_key(*modules: Any) -> str:
-    """A short hash of the modules' source and of the CPU's int8 kernels (`INT8_FLAGS`): a disk
+    """A short hash of the modules' source and of the CPU's kernels (`KERNEL_FLAGS`): a disk
     cache named by it is never read by code, or on a CPU, that would compute its entries
     differently. A cache that outlived such a change twice kept the committed figures from
     being reproduced in a fresh clone (DEVELOPERS.md, "Supervision, and how figures stay
     honest")."""
     source = b"".join(Path(m.__file__).read_bytes() for m in modules)
-    kernels = ",".join(f for f in INT8_FLAGS if f in _cpu()[1])
+    kernels = ",".join(f for f in KERNEL_FLAGS if f in _cpu()[1])
     return hashlib.sha256(source + kernels.encode()).hexdigest()[:12]
 
 
@@ -342,10 +342,12 @@ def _cpu() -> tuple[str, set[str]]:
     return model, flags
 
 
-#: CPU features that choose onnxruntime's int8 matrix kernels. Without VNNI, AVX2 and AVX-512
-#: multiply int8 pairs with saturating 16-bit sums, so the same model gives slightly different
-#: numbers on CPUs with and without it.
-INT8_FLAGS = ("avx2", "avx512bw", "avx512_vnni", "avx_vnni", "amx_int8")
+#: CPU features that choose onnxruntime's kernels. The int8 agreement model quantises its
+#: activations per call, so a last-bit difference between two float kernels (FMA, AVX2 or
+#: AVX-512) can move a value into another int8 step; without VNNI, int8 products are also summed
+#: in saturating 16-bit steps. Its answers differ by up to about 0.03 between an AVX-512 VNNI CPU
+#: and an AVX2 one (DEVELOPERS.md, "Supervision, and how figures stay honest").
+KERNEL_FLAGS = ("fma", "avx2", "avx512f", "avx512bw", "avx512_vnni", "avx_vnni", "amx_int8")
 
 
 def machine() -> str:

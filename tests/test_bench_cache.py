@@ -29,18 +29,18 @@ def test_the_key_changes_with_the_source_of_a_module_that_fills_the_cache(tmp_pa
     assert common.cache_key(_module(tmp_path, "a", "X = 2\n")) != before
 
 
-def test_the_key_changes_with_the_cpus_int8_kernels(
+def test_the_key_changes_with_the_cpus_kernels(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     module = _module(tmp_path, "a", "X = 1\n")
     keys = {}
     for name, flags in {
         "avx2": {"avx2", "fma"},
-        "vnni": {"avx2", "avx512bw", "avx512_vnni"},
-        "avx2, other flags": {"avx2", "sse4_2"},
+        "vnni": {"avx2", "fma", "avx512f", "avx512bw", "avx512_vnni"},
+        "avx2, other flags": {"avx2", "fma", "sse4_2"},
     }.items():
         monkeypatch.setattr(common, "_cpu", lambda flags=flags: ("some CPU", flags))
         keys[name] = common.cache_key(module)
     assert keys["avx2"] != keys["vnni"]
-    # Flags that choose no int8 kernel leave the key alone.
+    # Flags that choose no kernel leave the key alone.
     assert keys["avx2"] == keys["avx2, other flags"]
