@@ -15,12 +15,14 @@ import os
 import sys
 import time
 from collections.abc import Iterable, Sequence
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import httpx
 import numpy as np
 
+import encoders
 from assay.detectors import DETECTORS
 from assay.judges.base import Question
 from assay.judges.embedded import agreement_model
@@ -28,7 +30,6 @@ from assay.judges.embedded import encoder as encoder_module
 from assay.judges.embedded.agreement_model import MODEL_FILE, RESIDUALS_FILE, AgreementModel
 from assay.judges.embedded.encoder import Encoder, Kind
 from assay.judges.embedded.judge import gather
-from encoders import bench_encoder
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / "bench" / ".cache"
@@ -140,8 +141,6 @@ class CachedEncoder:
     in seconds instead of re-encoding every text."""
 
     def __init__(self, name: str) -> None:
-        import encoders
-
         self.name = name
         self.inner: Encoder | None = None
         self.model_id = name
@@ -158,7 +157,7 @@ class CachedEncoder:
         missing = list(dict.fromkeys(t for t in texts if t not in self.index))
         if missing:
             if self.inner is None:
-                self.inner = bench_encoder(self.name)
+                self.inner = encoders.bench_encoder(self.name)
             fresh = self.inner.encode(missing, kind)
             base = len(self.vectors)
             self.vectors = np.concatenate([self.vectors, fresh.astype(np.float32)])
@@ -328,8 +327,9 @@ async def post_detect(
     }
 
 
-def _cpu() -> tuple[str, set[str]]:
-    """The CPU's model name and flags (from /proc/cpuinfo, where there is one)."""
+@cache
+def _cpu() -> tuple[str, frozenset[str]]:
+    """The CPU's model name and flags (from /proc/cpuinfo, where there is one), read once."""
     model, flags = "unknown CPU", set()
     cpuinfo = Path("/proc/cpuinfo")
     if cpuinfo.exists():
@@ -339,7 +339,7 @@ def _cpu() -> tuple[str, set[str]]:
                 model = value.strip()
             elif key.strip() == "flags" and not flags:
                 flags = set(value.split())
-    return model, flags
+    return model, frozenset(flags)
 
 
 #: CPU features that choose onnxruntime's kernels. The int8 agreement model quantises its

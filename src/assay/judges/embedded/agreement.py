@@ -231,18 +231,18 @@ def may_conflict(
     statement (it may join two), a figure the context states elsewhere is settled too. A name
     is not: a name swapped for another of the context's is the commoner edit."""
     ta, tb = _Tokens.of(a), _Tokens.of(b)
+    words_a, words_b = set(ta.low), set(tb.low)
     # A negation on one side only, unless it negates a word whose opposite the other side
     # states ("does not open" / "is closed").
     unexplained = [
         sum(token in _NEGATORS for token in t.low) - _explained_negations(t, u)
         for t, u in ((ta, tb), (tb, ta))
     ]
-    if bool(_NEGATORS & set(ta.low)) != bool(_NEGATORS & set(tb.low)) and any(unexplained):
+    if bool(_NEGATORS & words_a) != bool(_NEGATORS & words_b) and any(unexplained):
         return True
     if directed and known and _says_more(ta, tb, known):
         settled = settled | known
-    for x, y in ((ta, tb), (tb, ta)):
-        mine, other = set(x.low), set(y.low)
+    for x, y, mine, other in ((ta, tb, words_a, words_b), (tb, ta, words_b, words_a)):
         for k, token in enumerate(x.low):
             kind = _kind_of(x, k)
             if kind == "opposite":
