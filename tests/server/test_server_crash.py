@@ -6,6 +6,7 @@ from __future__ import annotations
 import sqlite3
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -20,6 +21,20 @@ def _states(database: Path) -> dict[str, tuple[str, int]]:
     with sqlite3.connect(database, timeout=30) as connection:
         rows = connection.execute("SELECT id, state, attempts FROM jobs").fetchall()
     return {job_id: (state, attempts) for job_id, state, attempts in rows}
+
+
+def _job(url: str, job_id: str) -> dict[str, Any]:
+    """The job as the API shows it. A 503 (SQLite busy under load, sent with `retry-after`) is
+    the documented "retry later", as every client treats it; any other status fails here."""
+    deadline = time.monotonic() + 60
+    while True:
+        response = httpx.get(f"{url}/v1/jobs/{job_id}", headers=AUTH)
+        if response.status_code != 503 or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert response.status_code == 200, response.text
+    job: dict[str, Any] = response.json()
+    return job
 
 
 def test_jobs_survive_sigkill_and_finish_exactly_once(tmp_path: Path) -> None:
@@ -76,7 +91,7 @@ def test_jobs_survive_sigkill_and_finish_exactly_once(tmp_path: Path) -> None:
                 break
             time.sleep(0.2)
         for job_id in accepted:
-            job = httpx.get(f"{restarted.url}/v1/jobs/{job_id}", headers=AUTH).json()
+            job = _job(restarted.url, job_id)
             assert job["state"] == "done", job
             assert job["result"]["output_relevance"]["instructions_list"]
 
