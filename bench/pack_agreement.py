@@ -11,7 +11,18 @@ layers moved them only a little. So the packed form is:
 `assay.judges.embedded.agreement_model.rebuild_weights` rebuilds the weights byte for byte; this
 script checks that it does, and prints the two sha256 values to pin in `agreement_model.py`.
 
+The packed graph computes in float (`weight_only`): each int8 weight matrix is turned into float
+once, when onnxruntime folds constants at load, and the activations are never quantised. The
+int8 graph the exporter writes quantises them per call, so a last-bit difference between two
+CPUs' float kernels could move a value to another int8 step, and one answer differed by up to
+0.027 between an AVX-512 VNNI host and an AVX2 one; in float they differ by about 1e-7, as the
+sentence encoder's do. The weights stored are the same int8 values either way.
+
     .venv-train/bin/python bench/pack_agreement.py bench/.cache/models/agreement-all.onnx
+    .venv-train/bin/python bench/pack_agreement.py --graph-of bench/models/folds1234
+
+(`--graph-of` rewrites an already packed model's graph for float and leaves its weights as they
+are; it converted the packs trained before 2026-12-07.)
 
 The five cross-fitted models the benchmarks read (see `bench/calibrate.py`) are packed the same
 way into `bench/models/folds1234/` … `bench/models/folds0123/` (`--out-dir`; each named by the
@@ -54,9 +65,84 @@ def closest_base(values: np.ndarray, base: dict[str, np.ndarray]) -> tuple[str, 
     return best[1], best[2]
 
 
+def weight_only(model: onnx.ModelProto) -> None:
+    """Rewrite, in place, each dynamically quantised matrix product of the exporter's int8 graph
+    (`DynamicQuantizeLinear` → `MatMulInteger` → `Cast` → `Mul` by the two scales) as a float
+    `MatMul` by the weights dequantised, `(w − zero) × scale`: all constants, so onnxruntime
+    computes them once at load. The int8 weight tensors stay as they are (external or not)."""
+    graph = model.graph
+    producer = {out: node for node in graph.node for out in node.output}
+    consumers: dict[str, list[onnx.NodeProto]] = {}
+    for node in graph.node:
+        for name in node.input:
+            consumers.setdefault(name, []).append(node)
+    dropped: set[int] = set()
+    added: list[onnx.NodeProto] = []
+    for node in [n for n in graph.node if n.op_type == "MatMulInteger"]:
+        quantise = producer[node.input[0]]  # DynamicQuantizeLinear of the float activations
+        (cast,) = consumers[node.output[0]]
+        (rescale,) = consumers[cast.output[0]]
+        scales = producer[next(x for x in rescale.input if x != cast.output[0])]
+        weight_scale = next(x for x in scales.input if x != quantise.output[1])
+        weight, weight_zero = node.input[1], node.input[3]
+        stem = f"{node.name}_weight_only"
+        added += [
+            onnx.helper.make_node("Cast", [weight], [f"{stem}_w"], to=onnx.TensorProto.FLOAT),
+            onnx.helper.make_node("Cast", [weight_zero], [f"{stem}_z"], to=onnx.TensorProto.FLOAT),
+            onnx.helper.make_node("Sub", [f"{stem}_w", f"{stem}_z"], [f"{stem}_centred"]),
+            onnx.helper.make_node("Mul", [f"{stem}_centred", weight_scale], [f"{stem}_real"]),
+            onnx.helper.make_node(
+                "MatMul", [quantise.input[0], f"{stem}_real"], [rescale.output[0]], name=stem
+            ),
+        ]
+        dropped.update(id(n) for n in (node, cast, rescale, scales, quantise))
+    if not added:
+        raise SystemExit("no quantised matrix products found: is this graph already in float?")
+    kept = [n for n in graph.node if id(n) not in dropped]
+    del graph.node[:]
+    graph.node.extend(topological(kept + added, graph))
+    used = {name for node in graph.node for name in node.input}
+    unused = [t for t in graph.initializer if t.name not in used]
+    for tensor in unused:
+        graph.initializer.remove(tensor)
+
+
+def topological(nodes: list[onnx.NodeProto], graph: onnx.GraphProto) -> list[onnx.NodeProto]:
+    """`nodes` in an order where every input exists before it is read (ONNX requires it)."""
+    ready = {t.name for t in graph.input} | {t.name for t in graph.initializer} | {""}
+    waiting, order = list(nodes), []
+    while waiting:
+        runnable = [n for n in waiting if all(x in ready for x in n.input)]
+        if not runnable:
+            raise SystemExit("the rewritten graph has a cycle or a missing input")
+        for node in runnable:
+            order.append(node)
+            ready.update(node.output)
+        waiting = [n for n in waiting if all(id(n) != id(r) for r in runnable)]
+    return order
+
+
+def rewrite_packed(directory: Path) -> None:
+    """Rewrite an already packed model's graph for float (`weight_only`); weights untouched."""
+    path = directory / MODEL_FILE
+    model = onnx.load(str(path), load_external_data=False)
+    weight_only(model)
+    onnx.save(model, str(path))
+    print(f"{path}: {path.stat().st_size / 1e6:.1f} MB")
+    print("MODEL_SHA256 =", hashlib.sha256(path.read_bytes()).hexdigest())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("model", type=Path, help="the whole int8 ONNX file from train_agreement.py")
+    parser.add_argument(
+        "model", type=Path, nargs="?", help="the whole int8 ONNX file from train_agreement.py"
+    )
+    parser.add_argument(
+        "--graph-of",
+        type=Path,
+        metavar="DIR",
+        help="rewrite the graph of the model packed in DIR for float, weights unchanged",
+    )
     parser.add_argument(
         "--out-dir",
         type=Path,
@@ -64,6 +150,11 @@ def main() -> None:
         help="where to write the packed pair (default: the package, i.e. the shipped model)",
     )
     args = parser.parse_args()
+    if args.graph_of is not None:
+        rewrite_packed(args.graph_of)
+        return
+    if args.model is None:
+        parser.error("give the model to pack, or --graph-of DIR")
     out: Path = args.out_dir
     out.mkdir(parents=True, exist_ok=True)
     model = onnx.load(str(args.model))
@@ -112,6 +203,7 @@ def main() -> None:
         zeros=np.array([int(z) for z in zeros], dtype=np.int64),
         **{f"residual_{i}": r for i, r in enumerate(residuals)},
     )
+    weight_only(model)
     onnx.save(model, str(out / MODEL_FILE))
     # The rebuilt bytes must be the trained model's, in the order the offsets were given.
     rebuilt = rebuild_weights(out / RESIDUALS_FILE)

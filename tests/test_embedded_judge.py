@@ -465,6 +465,21 @@ def test_packed_agreement_weights_are_rebuilt_byte_for_byte() -> None:
     assert hashlib.sha256(rebuild_weights(shipped)).hexdigest() == WEIGHTS_SHA256
 
 
+def test_agreement_graphs_compute_in_float() -> None:
+    """A graph that quantises its activations per call answers differently on different CPUs
+    (by up to 0.027 between AVX-512 VNNI and AVX2); the packed graphs, shipped and
+    cross-fitted, dequantise their int8 weights instead. Op types are plain strings in the file."""
+    shipped = Path(str(resources.files("assay.judges.embedded").joinpath(MODEL_FILE)))
+    bench_models = Path(__file__).resolve().parent.parent / "bench" / "models"
+    graphs = [shipped, *sorted(bench_models.glob(f"*/{MODEL_FILE}"))]
+    assert len(graphs) == 6
+    for graph in graphs:
+        data = graph.read_bytes()
+        assert b"MatMul" in data
+        assert b"DynamicQuantizeLinear" not in data, graph
+        assert b"MatMulInteger" not in data, graph
+
+
 def test_agreement_answers_do_not_depend_on_worker_threads(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
