@@ -480,6 +480,29 @@ def test_agreement_graphs_compute_in_float() -> None:
         assert b"MatMulInteger" not in data, graph
 
 
+def test_agreement_answers_are_the_pinned_ones_on_this_cpu() -> None:
+    """Pinned on an AVX-512 VNNI host. The float graph answers within about 1e-7 of these on an
+    AVX2 one (checked under qemu's EPYC-Rome model); the int8 graph it replaced moved them by up
+    to 0.027, so CI on another kind of CPU would catch a graph that depends on the CPU again."""
+    museum = "The museum opens at 9 am every day except Monday."
+    tickets = "Tickets cost 12 euros for adults and 6 euros for children under twelve."
+    pairs = [
+        (museum, "The museum opens at 9 am."),
+        (museum, "The museum does not open at 9 am."),
+        (museum, "It opens at 11 pm on Mondays."),
+        (tickets, "Adults pay 16 euros."),
+        (tickets, "Bananas are rich in potassium."),
+    ]
+    pinned = [
+        [0.169651, 0.821127, 0.009222],
+        [0.040624, 0.956284, 0.003092],
+        [0.328431, 0.503781, 0.167788],
+        [0.518236, 0.446976, 0.034788],
+        [0.058114, 0.011795, 0.930091],
+    ]
+    assert np.allclose(load_agreement_model().predict(pairs), pinned, rtol=0, atol=1e-5)
+
+
 def test_agreement_answers_do_not_depend_on_worker_threads(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
