@@ -342,17 +342,15 @@ def _cpu() -> tuple[str, frozenset[str]]:
     return model, frozenset(flags)
 
 
-#: CPU features that choose onnxruntime's kernels. The int8 agreement model quantises its
-#: activations per call, so a last-bit difference between two float kernels (FMA, AVX2 or
-#: AVX-512) can move a value into another int8 step; without VNNI, int8 products are also summed
-#: in saturating 16-bit steps. Its answers differ by up to about 0.03 between an AVX-512 VNNI CPU
-#: and an AVX2 one (DEVELOPERS.md, "Supervision, and how figures stay honest").
+#: CPU features that choose onnxruntime's kernels. Both models compute in float, so two kinds of
+#: CPU give answers about 1e-7 apart (the int8 agreement graph used until 2026-12-07 moved them by
+#: up to 0.027; DEVELOPERS.md, "Retraining"); a cache still holds the bytes of one kind only.
 KERNEL_FLAGS = ("fma", "avx2", "avx512f", "avx512bw", "avx512_vnni", "avx_vnni", "amx_int8")
 
 
 def machine() -> str:
-    """Cores and CPU, for speed figures: int8 inference runs about 2.5× faster where the CPU has
-    AVX-512 VNNI than on AVX2 alone, so a speed figure means little without them."""
+    """Cores and CPU, for speed figures: the same code ran 2.5–3× faster on the AVX-512 VNNI hosts
+    measured than on AVX2 ones, so a speed figure means little without them."""
     model, flags = _cpu()
     vector = (
         "AVX-512 VNNI" if "avx512_vnni" in flags else "AVX2, no VNNI" if "avx2" in flags else ""

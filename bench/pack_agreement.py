@@ -77,7 +77,9 @@ def weight_only(model: onnx.ModelProto) -> None:
         for name in node.input:
             consumers.setdefault(name, []).append(node)
     dropped: set[int] = set()
-    added: list[onnx.NodeProto] = []
+    # Each chain's float nodes go where its last node (the rescaling `Mul`) was: every input
+    # exists by then, and everything that reads the product comes later.
+    replacing: dict[int, list[onnx.NodeProto]] = {}
     for node in [n for n in graph.node if n.op_type == "MatMulInteger"]:
         quantise = producer[node.input[0]]  # DynamicQuantizeLinear of the float activations
         (cast,) = consumers[node.output[0]]
@@ -86,7 +88,7 @@ def weight_only(model: onnx.ModelProto) -> None:
         weight_scale = next(x for x in scales.input if x != quantise.output[1])
         weight, weight_zero = node.input[1], node.input[3]
         stem = f"{node.name}_weight_only"
-        added += [
+        replacing[id(rescale)] = [
             onnx.helper.make_node("Cast", [weight], [f"{stem}_w"], to=onnx.TensorProto.FLOAT),
             onnx.helper.make_node("Cast", [weight_zero], [f"{stem}_z"], to=onnx.TensorProto.FLOAT),
             onnx.helper.make_node("Sub", [f"{stem}_w", f"{stem}_z"], [f"{stem}_centred"]),
@@ -96,30 +98,20 @@ def weight_only(model: onnx.ModelProto) -> None:
             ),
         ]
         dropped.update(id(n) for n in (node, cast, rescale, scales, quantise))
-    if not added:
+    if not replacing:
         raise SystemExit("no quantised matrix products found: is this graph already in float?")
-    kept = [n for n in graph.node if id(n) not in dropped]
+    nodes = []
+    for node in graph.node:
+        if id(node) in replacing:
+            nodes += replacing[id(node)]
+        elif id(node) not in dropped:
+            nodes.append(node)
     del graph.node[:]
-    graph.node.extend(topological(kept + added, graph))
+    graph.node.extend(nodes)
     used = {name for node in graph.node for name in node.input}
     unused = [t for t in graph.initializer if t.name not in used]
     for tensor in unused:
         graph.initializer.remove(tensor)
-
-
-def topological(nodes: list[onnx.NodeProto], graph: onnx.GraphProto) -> list[onnx.NodeProto]:
-    """`nodes` in an order where every input exists before it is read (ONNX requires it)."""
-    ready = {t.name for t in graph.input} | {t.name for t in graph.initializer} | {""}
-    waiting, order = list(nodes), []
-    while waiting:
-        runnable = [n for n in waiting if all(x in ready for x in n.input)]
-        if not runnable:
-            raise SystemExit("the rewritten graph has a cycle or a missing input")
-        for node in runnable:
-            order.append(node)
-            ready.update(node.output)
-        waiting = [n for n in waiting if all(id(n) != id(r) for r in runnable)]
-    return order
 
 
 def rewrite_packed(directory: Path) -> None:
