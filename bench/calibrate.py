@@ -43,6 +43,7 @@ from assay.detectors import DETECTORS
 from assay.judges.embedded.agreement_model import MODEL_FILE
 from assay.judges.embedded.calibration import recalibrate
 from assay.judges.embedded.signals import feature_names, feature_signs
+from common import pairwise
 from pairs import FOLDS, DevSet, Row, dev_set, fold_of
 
 OUTPUT = common.ROOT / "src" / "assay" / "judges" / "embedded" / "calibration.json"
@@ -333,11 +334,6 @@ def weighted_ece(p: np.ndarray, y: np.ndarray, w: np.ndarray, bins: int = 10) ->
                 np.average(p[m], weights=w[m]) - np.average(y[m], weights=w[m])
             )
     return float(total / w.sum())
-
-
-def pairwise(good: np.ndarray, bad: np.ndarray) -> float:
-    """Share of pairs where the good side is higher; ties count half (a constant scores 0.5)."""
-    return float(((good > bad) + 0.5 * (good == bad)).mean())
 
 
 def ragchecker_sides(data: DevSet) -> tuple[np.ndarray, np.ndarray]:

@@ -358,6 +358,11 @@ def machine() -> str:
     return ", ".join(p for p in (f"{os.cpu_count()} cores", model, vector) if p)
 
 
+def pairwise(good: np.ndarray, bad: np.ndarray) -> float:
+    """Share of pairs where the good side is higher; ties count half (a constant scores 0.5)."""
+    return float(((good > bad) + 0.5 * (good == bad)).mean())
+
+
 def script_parser(doc: str) -> argparse.ArgumentParser:
     """A benchmark's command line: its docstring as help, and `--no-write` (print only)."""
     parser = argparse.ArgumentParser(

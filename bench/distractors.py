@@ -37,9 +37,9 @@ from calibrate import (
     fold_fits,
     markdown,
     out_of_fold,
-    pairwise,
     ragchecker_sides,
 )
+from common import pairwise
 from pairs import DevSet, Row, dev_set
 
 DETECTOR = "completeness"

@@ -9,6 +9,11 @@ Figures are out-of-fold: a pair is scored by a calibration fitted on the other f
 never saw the pair's question group (nor its damaged copies). A final column gives the shipped
 calibration on the same pairs, in-sample, for comparison.
 
+Two ceilings say how far calibration alone could go (where each instruction's label flips), with
+the evidence as it is: the score each kind would reach with per-instruction thresholds chosen for
+that kind alone, and with one set of thresholds for every kind at once (chosen to raise the
+lowest kind). Both are chosen on the pairs they score, so they are upper bounds, not results.
+
     python bench/sanity.py
 """
 
@@ -20,7 +25,9 @@ import common
 import damage
 from assay.detectors import DETECTORS
 from assay.judges.embedded.calibration import load_calibration
-from calibrate import Table, build_table, markdown, out_of_fold, pairwise
+from calibrate import Table, build_table, markdown, out_of_fold
+from ceilings import Sides, joint_ceiling, own_ceiling
+from common import pairwise
 from pairs import dev_set
 
 TARGET_CHECK = 0.95
@@ -42,23 +49,30 @@ def shipped(table: Table) -> np.ndarray | None:
     return out
 
 
-def kind_rows(
-    table: Table, probs: np.ndarray, in_sample: np.ndarray | None
-) -> list[tuple[str, ...]]:
-    checks = [i.check for i in DETECTORS[table.detector].instructions]
+def kind_sides(table: Table) -> dict[str, Sides]:
+    """Each damage kind that targets the table's detector, with its pairs' rows."""
     damaged = table.rows[table.n_human :]
-    out = []
+    out = {}
     for kind in damage.KINDS:
-        targets = kind.targets.get(table.detector)
         good = [
             table.n_human + i
             for i, r in enumerate(damaged)
             if r.kind == kind.name and not r.damaged
         ]
-        if not targets or not good:
-            continue
-        bad = [i + 1 for i in good]
+        if kind.targets.get(table.detector) and good:
+            out[kind.name] = (good, [i + 1 for i in good])
+    return out
+
+
+def kind_rows(
+    table: Table, probs: np.ndarray, in_sample: np.ndarray | None
+) -> list[tuple[str, ...]]:
+    checks = [i.check for i in DETECTORS[table.detector].instructions]
+    out = []
+    for name, (good, bad) in kind_sides(table).items():
+        targets = damage.KIND_BY_NAME[name].targets[table.detector]
         rules = sorted({table.rows[i].rule for i in bad})
+        ceiling = f"{own_ceiling(probs, (good, bad)):.3f}"
 
         def figures(
             p: np.ndarray, g: list[int], b: list[int], targets: tuple[str, ...] = targets
@@ -75,12 +89,13 @@ def kind_rows(
             ok = "" if rule else (" ✓" if s >= TARGET_SCORE and min(per) >= TARGET_CHECK else " ✗")
             out.append(
                 (
-                    kind.name + ok if rule is None else f"  ↳ {rule}",
+                    name + ok if rule is None else f"  ↳ {rule}",
                     str(len(g)),
                     f"{s:.3f}",
                     f"{m:.3f}",
                     ", ".join(f"{c} {v:.3f}" for c, v in zip(targets, per, strict=True)),
                     s_in,
+                    ceiling if rule is None else "—",
                 )
             )
     return out
@@ -94,6 +109,7 @@ def main() -> None:
         table = build_table(data, detector)
         probs = out_of_fold(table)
         rows = kind_rows(table, probs, shipped(table))
+        checks = [i.check for i in DETECTORS[detector].instructions]
         sections.append(
             f"### {detector}\n\n"
             + markdown(
@@ -104,9 +120,12 @@ def main() -> None:
                     "mean follow_probability",
                     "targeted instructions",
                     "score, shipped calibration, in-sample (same features)",
+                    "ceiling: score with this kind's own best thresholds (chosen on these pairs)",
                 ),
                 rows,
             )
+            + "\n\n"
+            + joint_ceiling(probs, kind_sides(table), checks)
         )
     text = "\n\n".join(sections)
     print(text)
