@@ -144,6 +144,8 @@ def test_detect_runs_only_the_named_detector_and_explains_on_request() -> None:
         (["-q", QUERY, "-r", RESPONSE, "-d", "completeness"], "context"),
         (["-r", RESPONSE], "--query"),
         (["-q", QUERY, "-r", RESPONSE, "--judge", "no-such-judge"], "--judge"),
+        # Dropped, an empty document turned completeness off in silence.
+        (["-q", QUERY, "-r", RESPONSE, "-c", CONTEXT, "-c", " "], "--context: must not be empty"),
     ],
     ids=[
         "unknown-detector",
@@ -155,6 +157,7 @@ def test_detect_runs_only_the_named_detector_and_explains_on_request() -> None:
         "missing-context-for-completeness",
         "no-detector-applies",
         "unknown-judge",
+        "empty-context",
     ],
 )
 def test_detect_bad_input_exits_2_with_one_line_naming_the_field(

@@ -278,3 +278,29 @@ def test_a_resume_refuses_an_input_edited_in_the_middle(tmp_path: Path) -> None:
 
     with pytest.raises(RequestValidationError, match="different input or options"):
         run_file(data, out, scorer=scorer)
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".csv"])
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-32"])
+def test_a_utf16_or_utf32_file_is_one_error_naming_the_encoding(
+    tmp_path: Path, suffix: str, encoding: str
+) -> None:
+    """Read per line as UTF-8, each of its lines was a row of its own, each unreadable."""
+    text = json.dumps(good_row(1)) + "\n" if suffix == ".jsonl" else "id,generated_text\na,b\n"
+    data = tmp_path / f"rows{suffix}"
+    data.write_bytes(text.encode(encoding))
+    with pytest.raises(RequestValidationError, match="looks like UTF-16 or UTF-32 text"):
+        run_file(data, tmp_path / "out.jsonl")
+    assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_a_cut_off_json_line_is_reported_at_its_own_column(tmp_path: Path) -> None:
+    """The line end is no part of the error's place (it was "column 1" of a line after it)."""
+    data = tmp_path / "rows.jsonl"
+    cut = '{"id": "c", "user_query": "x", "generated_text": '
+    data.write_text(json.dumps(good_row(1)) + "\n" + cut + "\r\n", encoding="utf-8")
+    run_file(data, tmp_path / "out.jsonl")
+    lines = list(iter_output_lines(tmp_path / "out.jsonl"))
+    assert lines[1]["error"]["message"] == (
+        f"line 2 is not valid JSON: Expecting value at column {len(cut) + 1}"
+    )

@@ -123,6 +123,12 @@ def _unencodable(text: str) -> str | None:
     return utf8_problem(text)
 
 
+def looks_wide(start: bytes) -> bool:
+    """Whether text that starts with these bytes looks like UTF-16 or UTF-32 (a byte-order mark,
+    or a zero byte beside ASCII), which no UTF-8 JSON or CSV has."""
+    return start[:2] in (b"\xff\xfe", b"\xfe\xff") or b"\x00" in start[:4]
+
+
 def utf8_problem(text: str) -> str | None:
     """What stops `text` being encoded as UTF-8 (a lone surrogate, or bytes that were not UTF-8
     read as surrogate escapes), or None."""

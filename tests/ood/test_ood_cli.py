@@ -157,7 +157,19 @@ def test_ood_profile_without_examples_is_refused(tmp_path: Path) -> None:
     done = assay("ood", "--use-case", str(path), "--sut-url", "http://127.0.0.1:9")
     assert done.returncode == 2 and "has no `examples`" in done.stderr
     missing = assay("ood", "--use-case", str(tmp_path / "nope.yaml"), "--sut-url", "http://x")
-    assert missing.returncode == 2 and "cannot read profile" in missing.stderr
+    assert missing.returncode == 2
+    assert missing.stderr.strip() == (
+        f"error: --use-case: {tmp_path / 'nope.yaml'}: cannot read profile: No such file or "
+        "directory"
+    )
+    # A config value is named by the option and the file as well as its key.
+    wrong = tmp_path / "wrong.yaml"
+    wrong.write_text('num_ood_queries: "3"\n')
+    refused = assay("ood", "--use-case", str(path), "--config", str(wrong), "--sut-url", "http://x")
+    assert refused.returncode == 2
+    assert refused.stderr.strip().startswith(
+        f"error: --config: {wrong}: num_ood_queries: must be an integer"
+    )
     # A key named twice lost its first value in silence; YAML and JSON alike are refused.
     twice = tmp_path / "twice.yaml"
     twice.write_text("name: bank\nname: other\ndescription: help\nexamples: Balance?\n")
@@ -255,7 +267,8 @@ def test_options_that_replace_the_config_files_values_say_so(
     config.write_text(yaml.safe_dump({"num_ood_queries": 40}))
     with pytest.raises(RequestValidationError) as refused:
         _config(config, 2, profile_from_mapping(BANK_PROFILE))
-    assert refused.value.field == "num_ood_queries"
+    assert refused.value.field == "--config"
+    assert refused.value.message.startswith(f"{config}: num_ood_queries: must be an integer")
 
 
 def test_ood_help_shows_the_sut_kinds_and_the_probes_default() -> None:

@@ -206,6 +206,22 @@ def test_a_csv_cell_holding_a_json_message_list_is_a_conversation() -> None:
     with pytest.raises(RequestValidationError, match=r"rows\[0\]\.prompt.*no message with role"):
         parse_rows([{"input_id": "a", "prompt": '[{"role": "system", "content": "x"}]',
                      "sut_response": None}])  # fmt: skip
+    # A list of objects is meant as messages, so a broken message is an error, not a question
+    # about its JSON.
+    with pytest.raises(RequestValidationError, match=r"rows\[0\]\.prompt\[0\]: must be a"):
+        parse_rows([{"input_id": "a", "prompt": '[{"role": "user"}]', "sut_response": None}])
+
+
+@pytest.mark.parametrize("content", ["", "   "])
+def test_a_user_message_with_blank_content_is_refused_by_name(content: str) -> None:
+    """Sent on, it would ask the system under test nothing, and score its reply."""
+    from assay.metrics.ood.rows import parse_rows
+
+    prompt = [{"role": "system", "content": ""}, {"role": "user", "content": content}]
+    with pytest.raises(
+        RequestValidationError, match=r"rows\[0\]\.prompt\[1\]\.content: must not be blank"
+    ):
+        parse_rows([{"input_id": "a", "prompt": prompt, "sut_response": None}])
 
 
 @pytest.mark.parametrize(

@@ -78,6 +78,11 @@ def detect_command(
         if query is not None:
             fields["user_query"] = query
         if context:
+            if any(not document.strip() for document in context):
+                # Dropped, it would have turned completeness off in silence.
+                raise RequestValidationError(
+                    "context", "must not be empty (leave --context out to judge without one)"
+                )
             fields["context"] = list(context)
         item = parse_item(build_request(fields, detector, explain, must_compute="all_or_none"))
         if dry_run:

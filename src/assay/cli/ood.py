@@ -137,7 +137,10 @@ def _config(
         note(f"--use-case replaces {path}'s use_case")
     values["use_case"] = profile.fields
     if path is not None:
-        parse_config(values)  # the file's own values, before a flag replaces one of them
+        try:
+            parse_config(values)  # the file's own values, before a flag replaces one of them
+        except RequestValidationError as error:
+            raise RequestValidationError("--config", f"{path}: {error}") from None
     # The command line wins over the config file; say so rather than drop a value in silence.
     if num_ood_queries is not None:
         if values.get("num_ood_queries", num_ood_queries) != num_ood_queries:
@@ -247,7 +250,10 @@ def ood_command(
         for stale in (out, out and summary_path_for(out), junit):
             if stale is not None and stale.is_file():
                 stale.unlink()
-        profile = load_profile(use_case)
+        try:
+            profile = load_profile(use_case)
+        except RequestValidationError as error:  # named by the option, like every user error
+            raise RequestValidationError("--use-case", str(error)) from None
         settings = _config(config, num_ood_queries, profile)
         # The gate reads the score users see, so it lives on that score's scale.
         if fail_under is not None and settings.inverted:

@@ -14,7 +14,13 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
-from assay.schema import RepeatedKeyError, RequestValidationError, unique_keys, utf8_problem
+from assay.schema import (
+    RepeatedKeyError,
+    RequestValidationError,
+    looks_wide,
+    unique_keys,
+    utf8_problem,
+)
 
 #: File extensions read as JSON Lines; one JSON object per line.
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
@@ -50,6 +56,13 @@ def check_readable(path: Path) -> None:
         raise RequestValidationError(
             "FILE", f"unsupported file type {path.suffix or '(none)'!r}; use one of {known}"
         )
+    if path.suffix.lower() not in PARQUET_SUFFIXES:
+        with path.open("rb") as handle:
+            if looks_wide(handle.read(4)):
+                # Read per line as UTF-8, it would be reported as a row per line, each unreadable.
+                raise RequestValidationError(
+                    "FILE", f"{path} looks like UTF-16 or UTF-32 text; save it as UTF-8"
+                )
 
 
 def read_rows(path: Path, column_map: Iterable[tuple[str, str]] = ()) -> Iterator[Row]:
@@ -121,7 +134,8 @@ def _parse_json_line(raw_line: bytes, line_number: int) -> dict[str, Any] | Exce
             "row", f"line {line_number} is not valid UTF-8 ({error.reason})"
         )
     try:
-        value = json.loads(text, object_pairs_hook=unique_keys)
+        # Without its line end, so that an error's column is on this line.
+        value = json.loads(text.rstrip("\r\n"), object_pairs_hook=unique_keys)
     except RepeatedKeyError as error:
         # Read again, last copy kept, only so that the row's error line keeps its id and columns.
         fields = json.loads(text)

@@ -157,7 +157,7 @@ def iter_output_lines(path: Path) -> Iterator[dict[str, Any]]:
             if not text.strip():
                 continue
             try:
-                value = json.loads(text)
+                value = json.loads(text.rstrip("\r\n"))  # an error's column on this line
             except json.JSONDecodeError as error:
                 raise RequestValidationError(
                     "OUTPUT",

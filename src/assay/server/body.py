@@ -20,7 +20,7 @@ from typing import Any
 
 from fastapi import Request
 
-from assay.schema import MAX_CONTEXT_DOCUMENTS
+from assay.schema import MAX_CONTEXT_DOCUMENTS, looks_wide
 from assay.server.errors import ServerError
 from assay.server.settings import ServerSettings
 
@@ -92,7 +92,7 @@ async def _read_within_time(request: Request, settings: ServerSettings) -> bytes
 
 def parse_json(raw: bytes, max_depth: int) -> Any:
     """Parse a body as strict UTF-8 JSON (see the module docstring); ServerError 400 if not."""
-    if raw[:2] in (b"\xff\xfe", b"\xfe\xff") or b"\x00" in raw[:4]:
+    if looks_wide(raw):
         raise ServerError(400, "body is not valid UTF-8 JSON (it looks like UTF-16 or UTF-32)")
     try:
         text = raw.decode("utf-8")

@@ -41,10 +41,10 @@ def _messages_in_text(value: str) -> Any:
         parsed = json.loads(value)
     except ValueError:
         return value
-    looks_like_messages = isinstance(parsed, list) and all(
-        isinstance(item, Mapping) and "role" in item and "content" in item for item in parsed
-    )
-    return parsed if parsed and looks_like_messages else value
+    # A list of objects is meant as messages: `_prompt` checks each, so a broken one is an error
+    # rather than a question about the JSON.
+    is_messages = isinstance(parsed, list) and all(isinstance(item, Mapping) for item in parsed)
+    return parsed if parsed and is_messages else value
 
 
 def _prompt(value: Any, where: str) -> Prompt:
@@ -66,6 +66,9 @@ def _prompt(value: Any, where: str) -> Prompt:
                 )
         if not any(m["role"] == "user" for m in value):
             raise RequestValidationError(where, "has no message with role 'user'")
+        for index, message in enumerate(value):
+            if message["role"] == "user" and not message["content"].strip():
+                raise RequestValidationError(f"{where}[{index}].content", "must not be blank")
         return [{"role": m["role"], "content": m["content"]} for m in value]
     raise RequestValidationError(where, "must be a string or a non-empty list of messages")
 
