@@ -97,7 +97,11 @@ def test_jobs_survive_sigkill_and_finish_exactly_once(tmp_path: Path) -> None:
 
     after = _states(database)
     for job_id in in_flight:
-        assert after[job_id] == ("done", 2)  # claimed again after the lease ran out
+        # Claimed again after the lease ran out. Under load a renewal can come late and add
+        # an attempt (the worker's documented risk: a duplicate attempt, never a result), so
+        # the attempts are at least two; the results below are exactly one per job.
+        state, attempts = after[job_id]
+        assert state == "done" and attempts >= 2, after[job_id]
     with sqlite3.connect(database) as connection:
         per_job = dict(
             connection.execute("SELECT job_id, COUNT(*) FROM detections GROUP BY job_id").fetchall()
