@@ -55,3 +55,20 @@ def test_the_readme_says_where_the_run_summary_holds_the_ood_figures() -> None:
     # tests/ood/test_ood_run.py reads them from there.
     section = " ".join(ood_section().split())
     assert 'summary JSON holds the same figures at `scorers["llm.ood_detection"].ood`' in section
+
+
+def test_the_readme_advice_on_a_probe_the_application_handles_holds() -> None:
+    """The README's own profile probes replacement-card timing as out of scope; naming
+    replacements among its topics takes that question out of the probes, as it says."""
+    from assay.metrics.ood.bank_probes import PROBE_MAX_IN_SCOPE
+    from assay.metrics.ood.scope import in_scope_probabilities
+
+    section = " ".join(ood_section().split())
+    question = "How long until my replacement card arrives?"
+    fields = yaml.safe_load(yaml_blocks(ood_section())[0])
+    (before,) = in_scope_probabilities([question], profile_from_mapping(fields))
+    fields["allowed_topics"] += "; replacement cards"
+    (after,) = in_scope_probabilities([question], profile_from_mapping(fields))
+    assert before < PROBE_MAX_IN_SCOPE <= after
+    assert f'"{question}" is probed as out of scope (P(in scope) {before:.2f})' in section
+    assert f'("replacement cards" takes that question to {after:.2f}' in section
