@@ -350,6 +350,10 @@ async def test_a_model_the_endpoint_does_not_serve_is_named_not_the_base_url(
     assert "does not serve the model 'stub-model'" in result["message"]
     assert "ASSAY_LLM_MODEL (or --llm model=...)" in result["message"]
     assert "chat completions route" not in result["message"]
+    # One probe says it: no other form of the request serves a model the endpoint lacks (it
+    # tried all six), and the status is said once ("HTTP 404: HTTP 404: ...").
+    assert len(stub_server.probes) == 1
+    assert result["message"].count("HTTP 404") == 1
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -425,6 +426,47 @@ def test_a_resumed_run_s_last_progress_line_counts_its_own_rows() -> None:
     # It said "400 rows done in 4s" of the 176 this run scored.
     last = console.export_text().splitlines()[-1]
     assert re.fullmatch(r"scoring: 176 rows done in \S+ \(.+\); 224 were done before", last)
+
+
+def test_a_log_gets_a_progress_line_each_interval_while_no_row_comes_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An LLM run reports its rows a batch at a time: its log stayed empty until the end."""
+    from rich.console import Console
+    from rich.progress import TaskID
+
+    from assay.cli import common
+
+    clock = [100.0]
+    monkeypatch.setattr(common.time, "monotonic", lambda: clock[0])
+    console = Console(record=True, width=200, markup=False)
+    lines = common.LineProgress("scoring", console, 5)
+    lines.tick()  # before the run has started: nothing to say
+    lines.update(TaskID(0), total=3, completed=0)
+    for now in (103.0, 106.0, 108.0, 111.5):
+        clock[0] = now
+        lines.tick()
+    said = console.export_text().splitlines()
+    # At 106 (6 s after the start) and at 111.5 (5.5 s after that line); not at 103 or 108.
+    assert said == ["scoring: 0/3 rows, – rows/s"] * 2
+
+
+def test_the_progress_thread_of_a_log_ticks_and_stops(monkeypatch: pytest.MonkeyPatch) -> None:
+
+    from assay.cli import common
+
+    ticks: list[float] = []
+    monkeypatch.setattr(common.LineProgress, "tick", lambda self: ticks.append(self.interval))
+    monkeypatch.setenv(common.PROGRESS_SECONDS_ENV, "0.01")
+    with common.progress_bar("scoring") as (progress, task):
+        progress.update(task, total=1, completed=0)
+        deadline = time.monotonic() + 30
+        while not ticks and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert ticks and set(ticks) == {0.01}
+    stopped = len(ticks)
+    time.sleep(0.1)
+    assert len(ticks) <= stopped + 1  # at most one tick already under way when it stopped
 
 
 # --- JSON out ----------------------------------------------------------------------------------

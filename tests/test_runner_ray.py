@@ -3,6 +3,7 @@ when it is missing."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -164,3 +165,26 @@ def test_sigterm_stops_a_ray_run_as_ctrl_c_does(tmp_path: Path) -> None:
 
     assert code == 130, stderr[-3000:]
     assert "run the same command again to resume from row" in " ".join(stderr.split())
+
+
+def test_more_workers_than_the_clusters_cpus_share_them() -> None:
+    from assay.runner.ray_engine import actor_cpus
+
+    assert actor_cpus({"CPU": 8.0}, 4) == 1.0
+    assert actor_cpus({"CPU": 2.0}, 4) == 0.5
+    assert actor_cpus({}, 3) == 1.0  # nothing reported: Ray's own default
+
+
+async def test_a_run_with_more_workers_than_cpus_finishes(tmp_path: Path) -> None:
+    # Each actor asked for a whole CPU: the ones beyond the cluster's CPUs were never placed
+    # and the run waited for their batches for ever (the README's --workers 4 on 2 cores).
+    data = tmp_path / "rows.jsonl"
+    data.write_text(EXAMPLES.read_text(), encoding="utf-8")
+    workers = (os.cpu_count() or 1) + 2
+    options = RunOptions(batch_size=2, workers=workers, stream_batch_size=4)
+    summary = await asyncio.wait_for(
+        run_file_ray_async(data, tmp_path / "out.jsonl", DetectorScorer(), options), 600
+    )
+    rows = len(EXAMPLES.read_text().splitlines())
+    assert summary.rows == rows
+    assert len(list(iter_output_lines(tmp_path / "out.jsonl"))) == rows

@@ -232,22 +232,35 @@ class LineProgress:
         self._start = time.monotonic()
         self._first: float | None = None  # rows done at the first update (resumed rows)
         self._printed_at: float | None = None
+        self._lock = threading.Lock()  # `tick` runs on a thread of its own
 
     def update(
         self, task_id: TaskID, *, total: float | None = None, completed: float | None = None
     ) -> None:
-        if total is not None:
-            self.total = total
-        if completed is None:
-            return
-        self.completed = completed
-        if self._first is None:
-            self._first = completed
-            return
-        now = time.monotonic()
-        if self._printed_at is None or now - self._printed_at >= self.interval:
-            self._printed_at = now
-            self._print(now)
+        with self._lock:
+            if total is not None:
+                self.total = total
+            if completed is None:
+                return
+            self.completed = completed
+            if self._first is None:
+                self._first = completed
+                return
+            now = time.monotonic()
+            if self._printed_at is None or now - self._printed_at >= self.interval:
+                self._printed_at = now
+                self._print(now)
+
+    def tick(self) -> None:
+        """A line if none was printed for `interval` seconds: rows can take long to come back
+        (an LLM run reports them a batch at a time), and a silent log looks like a hung run."""
+        with self._lock:
+            if self._first is None:
+                return
+            now = time.monotonic()
+            if now - (self._printed_at or self._start) >= self.interval:
+                self._printed_at = now
+                self._print(now)
 
     def _rate(self, now: float) -> float | None:
         elapsed = now - self._start
@@ -264,6 +277,10 @@ class LineProgress:
         self.console.print(f"{self.label}: {self.completed:,.0f}{total} rows, {speed}{eta}")
 
     def finish(self) -> None:
+        with self._lock:
+            self._finish()
+
+    def _finish(self) -> None:
         if self._first is None:  # nothing was done (a finished run asked again): no line
             return
         now = time.monotonic()
@@ -276,6 +293,11 @@ class LineProgress:
             f"{self.label}: {self.completed - (self._first or 0):,.0f} rows done in "
             f"{_duration(now - self._start)}{speed}{before}"
         )
+
+
+def _tick_until(lines: LineProgress, stop: threading.Event) -> None:
+    while not stop.wait(lines.interval):
+        lines.tick()
 
 
 def _duration(seconds: float) -> str:
@@ -313,7 +335,13 @@ def progress_bar(label: str) -> Iterator[tuple[ProgressDisplay, TaskID]]:
     console = plain_console(stderr=True, soft_wrap=True)
     if not console.is_terminal:
         lines = LineProgress(label, console, _progress_interval(console))
-        yield lines, TaskID(0)
+        stop = threading.Event()
+        if lines.interval > 0:
+            threading.Thread(target=_tick_until, args=(lines, stop), daemon=True).start()
+        try:
+            yield lines, TaskID(0)
+        finally:
+            stop.set()
         lines.finish()
         return
     progress = Progress(

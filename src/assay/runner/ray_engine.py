@@ -142,8 +142,12 @@ def _scored_batches(
         Ray's own shutdown, since this generator may be closed by the garbage collector at
         exit, where starting the thread `ray.kill` needs hung the process."""
     ray = _import_ray()
-    # One CPU each, so that actors spread over the cluster's cores rather than share one.
-    actor_class = ray.remote(num_cpus=1)(ScoringActor)
+    # One CPU each, so that actors spread over the cluster's cores rather than share one; more
+    # actors than CPUs share them (a whole CPU each, the extra actors were never placed, and
+    # the run waited for their batches for ever).
+    actor_class = ray.remote(num_cpus=actor_cpus(ray.cluster_resources(), options.workers))(
+        ScoringActor
+    )
     scorer_pickle = pickle.dumps(scorer)
     actors = [actor_class.remote(scorer_pickle, options) for _ in range(options.workers)]
     in_flight: deque[Any] = deque()
@@ -176,6 +180,13 @@ def _scored_batches(
         if not stopped.is_set():
             for actor in actors:
                 ray.kill(actor)
+
+
+def actor_cpus(resources: dict[str, float], workers: int) -> float:
+    """CPUs to ask for each of `workers` actors: one, or an equal share of the cluster's CPUs
+    when there are fewer CPUs than workers."""
+    cpus = float(resources.get("CPU", 0.0))
+    return 1.0 if cpus <= 0 or cpus >= workers else cpus / workers
 
 
 #: Seconds to wait for a cluster's head to accept a connection before giving up on --address.

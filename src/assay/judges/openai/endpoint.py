@@ -352,15 +352,19 @@ class LLMEndpoint:
                     refusals.append(f"{form}{'' if logprobs else ' without logprobs'}")
                     statuses.add(rejected.status)
                     last = rejected.message
+                    if rejected.status == 404 and _MODEL_NOT_FOUND.search(last):
+                        break  # no other form serves a model the endpoint does not have
                     continue
                 found = read_capabilities(completion, form, logprobs)
                 self._log(found)
                 return found
+            if statuses == {404} and _MODEL_NOT_FOUND.search(last):
+                break
         where = base_url(self.settings)
         if statuses == {404} and _MODEL_NOT_FOUND.search(last):
             message = (
                 f"the LLM endpoint {where} does not serve the model {self.settings.model!r} "
-                f"(HTTP 404: {last}): set ASSAY_LLM_MODEL (or --llm model=...) to a model it "
+                f"({last}): set ASSAY_LLM_MODEL (or --llm model=...) to a model it "
                 "serves (GET /models lists them)"
             )
         elif statuses == {404}:  # no form was refused: nothing answers at this path
