@@ -379,6 +379,12 @@ def test_dashboard_asks_the_browser_for_credentials(live_server: LiveServer) -> 
     response = httpx.get(live_server.url + "/")
     assert response.status_code == 401
     assert response.headers["www-authenticate"].startswith("Basic")
+    # What the browser shows when its prompt is cancelled: how to sign in, not the API's JSON
+    # asking for a Bearer header no browser can send.
+    assert response.headers["content-type"].startswith("text/html")
+    assert "sign in with any user name and the key as the password" in response.text
+    wrong = httpx.get(live_server.url + "/applications/shop", auth=("assay", "not-a-key"))
+    assert wrong.status_code == 401 and "(invalid API key)" in wrong.text
     missing = httpx.get(live_server.url + "/applications/none", auth=("assay", API_KEY))
     # A page a browser can show (it was the API's JSON), linking back to the overview.
     assert missing.status_code == 404 and missing.headers["content-type"].startswith("text/html")

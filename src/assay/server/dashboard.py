@@ -20,7 +20,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from sqlalchemy.orm import Session
 
 from assay.detectors import DETECTORS
-from assay.server.auth import require_key
+from assay.server.auth import Access, require_key
 from assay.server.charts import TrendPoint, failure_bar, histogram, trend
 from assay.server.errors import ServerError
 from assay.server.read import read_application, refuse_nul_in_url, refuse_repeats, time_range
@@ -61,9 +61,33 @@ def _render(template: str, status: int = 200, **context: Any) -> HTMLResponse:
     return HTMLResponse(_environment().get_template(template).render(**context), status)
 
 
+def _browser_access(request: Request) -> Access | HTMLResponse:
+    """What the browser's key may see, or a page that says how to sign in: a cancelled or
+    wrong password prompt showed the API's JSON, which asks for a header no browser sends."""
+    try:
+        return require_key(request, browser=True)
+    except ServerError as error:
+        if error.status != 401:
+            raise
+        page = _render(
+            "page_error.html",
+            401,
+            name="Assay",
+            heading="sign in",
+            message="This dashboard needs one of the server's API keys: sign in with any user "
+            f"name and the key as the password ({error.message.split(':')[0]}).",
+            link=str(request.url.path),
+            link_text="Sign in again",
+        )
+        page.headers.update(error.headers)
+        return page
+
+
 @router.get("/", response_class=HTMLResponse)
 async def overview(request: Request) -> HTMLResponse:
-    access = require_key(request, browser=True)
+    access = _browser_access(request)
+    if isinstance(access, HTMLResponse):
+        return access
 
     def query() -> list[Any]:
         with request.app.state.store.reading() as session:
@@ -207,7 +231,9 @@ def _explanation(detection: Any, instruction: str) -> str:
 
 @router.get("/applications/{name}", response_class=HTMLResponse)
 async def application_page(name: str, request: Request) -> HTMLResponse:
-    access = require_key(request, browser=True)
+    access = _browser_access(request)
+    if isinstance(access, HTMLResponse):
+        return access
     params = dict(request.query_params)
     try:
         refuse_nul_in_url(request)
