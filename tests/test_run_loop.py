@@ -449,6 +449,10 @@ def test_a_log_gets_a_progress_line_each_interval_while_no_row_comes_back(
     said = console.export_text().splitlines()
     # At 106 (6 s after the start) and at 111.5 (5.5 s after that line); not at 103 or 108.
     assert said == ["scoring: 0/3 rows, – rows/s"] * 2
+    lines.finish()
+    clock[0] = 200.0
+    lines.tick()  # a tick that was under way when the run ended: nothing after the last line
+    assert console.export_text().splitlines()[-1].startswith("scoring: 0 rows done in")
 
 
 def test_the_progress_thread_of_a_log_ticks_and_stops(monkeypatch: pytest.MonkeyPatch) -> None:

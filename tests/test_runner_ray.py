@@ -172,6 +172,8 @@ def test_more_workers_than_the_clusters_cpus_share_them() -> None:
 
     assert actor_cpus({"CPU": 8.0}, 4) == 1.0
     assert actor_cpus({"CPU": 2.0}, 4) == 0.5
+    # Never more than the cluster has in all, in Ray's 0.0001 steps.
+    assert actor_cpus({"CPU": 2.0}, 3) == 0.6666 and 3 * 0.6666 <= 2
     assert actor_cpus({}, 3) == 1.0  # nothing reported: Ray's own default
 
 

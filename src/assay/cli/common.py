@@ -233,6 +233,7 @@ class LineProgress:
         self._first: float | None = None  # rows done at the first update (resumed rows)
         self._printed_at: float | None = None
         self._lock = threading.Lock()  # `tick` runs on a thread of its own
+        self._finished = False  # no tick after the last line
 
     def update(
         self, task_id: TaskID, *, total: float | None = None, completed: float | None = None
@@ -255,7 +256,7 @@ class LineProgress:
         """A line if none was printed for `interval` seconds: rows can take long to come back
         (an LLM run reports them a batch at a time), and a silent log looks like a hung run."""
         with self._lock:
-            if self._first is None:
+            if self._first is None or self._finished:
                 return
             now = time.monotonic()
             if now - (self._printed_at or self._start) >= self.interval:
@@ -278,6 +279,7 @@ class LineProgress:
 
     def finish(self) -> None:
         with self._lock:
+            self._finished = True
             self._finish()
 
     def _finish(self) -> None:

@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import pickle
 import signal
 import socket
@@ -184,9 +185,12 @@ def _scored_batches(
 
 def actor_cpus(resources: dict[str, float], workers: int) -> float:
     """CPUs to ask for each of `workers` actors: one, or an equal share of the cluster's CPUs
-    when there are fewer CPUs than workers."""
+    when there are fewer CPUs than workers, cut to Ray's 0.0001 steps (rounded up, 3 shares
+    of 2 CPUs would ask for more than 2, and the last actor would never be placed)."""
     cpus = float(resources.get("CPU", 0.0))
-    return 1.0 if cpus <= 0 or cpus >= workers else cpus / workers
+    if cpus <= 0 or cpus >= workers:
+        return 1.0
+    return max(math.floor(cpus / workers * 10_000) / 10_000, 0.0001)
 
 
 #: Seconds to wait for a cluster's head to accept a connection before giving up on --address.
