@@ -65,11 +65,11 @@ def kind_sides(table: Table) -> dict[str, Sides]:
 
 
 def kind_rows(
-    table: Table, probs: np.ndarray, in_sample: np.ndarray | None
+    table: Table, probs: np.ndarray, in_sample: np.ndarray | None, sides: dict[str, Sides]
 ) -> list[tuple[str, ...]]:
     checks = [i.check for i in DETECTORS[table.detector].instructions]
     out = []
-    for name, (good, bad) in kind_sides(table).items():
+    for name, (good, bad) in sides.items():
         targets = damage.KIND_BY_NAME[name].targets[table.detector]
         rules = sorted({table.rows[i].rule for i in bad})
         ceiling = f"{own_ceiling(probs, (good, bad)):.3f}"
@@ -108,7 +108,8 @@ def main() -> None:
     for detector in DETECTORS:
         table = build_table(data, detector)
         probs = out_of_fold(table)
-        rows = kind_rows(table, probs, shipped(table))
+        sides = kind_sides(table)
+        rows = kind_rows(table, probs, shipped(table), sides)
         checks = [i.check for i in DETECTORS[detector].instructions]
         sections.append(
             f"### {detector}\n\n"
@@ -125,7 +126,7 @@ def main() -> None:
                 rows,
             )
             + "\n\n"
-            + joint_ceiling(probs, kind_sides(table), checks)
+            + joint_ceiling(probs, sides, checks)
         )
     text = "\n\n".join(sections)
     print(text)

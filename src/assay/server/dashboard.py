@@ -66,12 +66,10 @@ def _browser_access(request: Request) -> Access | HTMLResponse:
     wrong password prompt showed the API's JSON, which asks for a header no browser sends."""
     try:
         return require_key(request, browser=True)
-    except ServerError as error:
-        if error.status != 401:
-            raise
+    except ServerError as error:  # a 401, the only error it raises
         page = _render(
             "page_error.html",
-            401,
+            error.status,
             name="Assay",
             heading="sign in",
             message="This dashboard needs one of the server's API keys: sign in with any user "

@@ -333,6 +333,7 @@ class LLMEndpoint:
         refusals: list[str] = []
         statuses: set[int] = set()
         last = ""
+        missing_model = False  # no other form serves a model the endpoint does not have
         for logprobs in (True, False):
             for form in forms:
                 request = probe_request(self.settings, logprobs)
@@ -352,16 +353,17 @@ class LLMEndpoint:
                     refusals.append(f"{form}{'' if logprobs else ' without logprobs'}")
                     statuses.add(rejected.status)
                     last = rejected.message
-                    if rejected.status == 404 and _MODEL_NOT_FOUND.search(last):
-                        break  # no other form serves a model the endpoint does not have
+                    missing_model = rejected.status == 404 and bool(_MODEL_NOT_FOUND.search(last))
+                    if missing_model:
+                        break
                     continue
                 found = read_capabilities(completion, form, logprobs)
                 self._log(found)
                 return found
-            if statuses == {404} and _MODEL_NOT_FOUND.search(last):
+            if missing_model:
                 break
         where = base_url(self.settings)
-        if statuses == {404} and _MODEL_NOT_FOUND.search(last):
+        if missing_model:
             message = (
                 f"the LLM endpoint {where} does not serve the model {self.settings.model!r} "
                 f"({last}): set ASSAY_LLM_MODEL (or --llm model=...) to a model it "

@@ -64,11 +64,10 @@ def _prompt(value: Any, where: str) -> Prompt:
                 raise RequestValidationError(
                     f"{where}[{index}]", 'must be a {"role": str, "content": str} message'
                 )
-        if not any(m["role"] == "user" for m in value):
-            raise RequestValidationError(where, "has no message with role 'user'")
-        for index, message in enumerate(value):
             if message["role"] == "user" and not message["content"].strip():
                 raise RequestValidationError(f"{where}[{index}].content", "must not be blank")
+        if not any(m["role"] == "user" for m in value):
+            raise RequestValidationError(where, "has no message with role 'user'")
         return [{"role": m["role"], "content": m["content"]} for m in value]
     raise RequestValidationError(where, "must be a string or a non-empty list of messages")
 
