@@ -53,8 +53,9 @@ SETS = {
     "read as grounded (seen while deciding to keep it), for figures read whole (unchanged) and "
     "for the asker's figures (seen while deciding), for a consequence-clause rule not kept and "
     "for figures stated elsewhere and opposites both sides use (2026-12-07, thirteenth session; "
-    "seen while deciding), and for the calibration refitted on a rebuilt bench cache (fourteenth "
-    "session; no choice made on it); never read case by case",
+    "seen while deciding), for the calibration refitted on a rebuilt bench cache (fourteenth "
+    "session; no choice made on it) and for prices read with their currency (seventeenth "
+    "session; seen while deciding); never read case by case",
 }
 #: The instructions each flaw names, by detector.
 TARGETS: dict[str, dict[str, tuple[str, ...]]] = {

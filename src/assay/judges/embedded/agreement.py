@@ -13,7 +13,7 @@ Requiring the shared neighbour keeps loose paraphrases, which differ everywhere,
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -34,6 +34,18 @@ CONFLICT_KINDS = ("negation", "number", "name", "opposite")
 NEAR = 2
 
 _TOKEN = re.compile(r"[A-Za-z]+(?:'[a-z]+)?|\d+(?:[.,]\d+)*")
+#: A currency named by a sign or code before a figure ("$15", "EUR 15") or a word after it
+#: ("15 euros"): a price is compared with its currency, so "12 euros" is not the "under 12" of
+#: an age limit (see `_present`).
+_CURRENCY_BEFORE = re.compile(r"(?:([$€£¥₹])|\b(USD|EUR|GBP|JPY|INR|CHF)\s?)$", re.I)
+_CURRENCY_AFTER = re.compile(
+    r"\s?(?:([€£$¥₹])|(euros?|eur|dollars?|usd|pounds?|gbp|yen|jpy|rupees?|inr|francs?|chf)\b)",
+    re.I,
+)
+_CURRENCY = {
+    "$": "usd", "dollar": "usd", "€": "eur", "euro": "eur", "£": "gbp", "pound": "gbp",
+    "¥": "jpy", "yen": "jpy", "₹": "inr", "rupee": "inr", "franc": "chf",
+}  # fmt: skip
 _STARTERS = frozenset(".:!?*\"'(#>-•")
 _NEGATORS = frozenset(
     "not never cannot can't won't isn't aren't doesn't don't didn't wasn't weren't hasn't "
@@ -56,19 +68,35 @@ class Conflict:
     second: str  # the response sentence
 
 
+def _currency(text: str, start: int, end: int) -> str:
+    """The currency of the figure at text[start:end] ("usd", "eur", ...), or ""."""
+    found = _CURRENCY_BEFORE.search(text[max(0, start - 4) : start]) or _CURRENCY_AFTER.match(
+        text, end
+    )
+    if found is None:
+        return ""
+    word = (found.group(1) or found.group(2)).lower()
+    word = word[:-1] if word.endswith("s") and len(word) > 3 else word
+    return _CURRENCY.get(word, word)
+
+
 @dataclass(frozen=True)
 class _Tokens:
     low: tuple[str, ...]
     #: Indices of capitalised words that do not start a sentence, a heading or a list item.
     names: frozenset[int]
+    #: Each token's currency, for a price ("" for every other token).
+    units: tuple[str, ...] = ()
 
     @staticmethod
     @lru_cache(maxsize=4096)
     def of(sentence: str) -> _Tokens:
         low: list[str] = []
         names: set[int] = set()
+        units: list[str] = []
         sentence = T.with_digits(sentence)
         for m in _TOKEN.finditer(sentence):
+            units.append(_currency(sentence, m.start(), m.end()) if m.group(0)[0].isdigit() else "")
             before = sentence[: m.start()].rstrip()
             month = T.month_number(
                 m.group(0),
@@ -80,7 +108,7 @@ class _Tokens:
                 low.append(_name(m.group(0)))
                 continue
             low.append(month or _word(m.group(0), sentence[m.end() : m.end() + 12]))
-        return _Tokens(tuple(low), frozenset(names))
+        return _Tokens(tuple(low), frozenset(names), tuple(units))
 
     def neighbours(self, k: int, near: int = 1) -> set[str]:
         """The nearest content word before and after position k, at most `near` tokens away: a
@@ -118,22 +146,40 @@ def _kind_of(tokens: _Tokens, k: int) -> str | None:
     return None
 
 
+def _present(x: _Tokens, k: int, other: _Tokens) -> bool:
+    """Whether token k of `x` is in `other`. A price is there only in the same currency, while a
+    figure without one is there in any ("15" restates "15 euros"; "12 euros" does not restate
+    "under 12")."""
+    token, unit = x.low[k], x.units[k]
+    if not unit:
+        return token in other.low
+    return any(t == token and u == unit for t, u in zip(other.low, other.units, strict=True))
+
+
+def _known_figure(x: _Tokens, k: int, known: frozenset[str]) -> bool:
+    """Whether the figure at token k of `x` is one the context states (`known_words`): a price
+    in a currency the context prices in must be one of its prices in that currency."""
+    token, unit = x.low[k], x.units[k]
+    if unit and f"|{unit}" in known:
+        return f"{token}|{unit}" in known or f"{token}|*" in known
+    return token in known
+
+
 def _substitutions(a: _Tokens, b: _Tokens, known: frozenset[str], near: int) -> set[str]:
     """Kinds of same-place substitutions from `a` to `b`: a number, name or opposite in `b`
     that `a` lacks, next to a word that sits next to a different token of that kind in `a`."""
     found: set[str] = set()
-    in_a = set(a.low)
     slots: dict[str, list[tuple[str, set[str]]]] = {}
     for k, token in enumerate(a.low):
         kind = _kind_of(a, k)
-        if kind and token not in b.low:
+        if kind and not _present(a, k, b):
             slots.setdefault(kind, []).append((token, a.neighbours(k, near)))
     says_more = _says_more(a, b, known)
     for k, token in enumerate(b.low):
         kind = _kind_of(b, k)
-        if kind is None or token in in_a or kind not in slots:
+        if kind is None or _present(b, k, a) or kind not in slots:
             continue
-        if kind != "opposite" and token in known and says_more:
+        if kind != "opposite" and _known_figure(b, k, known) and says_more:
             # Stated elsewhere in the reference, and `b` may join two statements. A restatement
             # whose only new words are the reference's names or numbers is a substitution even
             # so ("The use of Semantic demonstrates…" against "The use of SMW demonstrates…",
@@ -240,8 +286,9 @@ def may_conflict(
     ]
     if bool(_NEGATORS & words_a) != bool(_NEGATORS & words_b) and any(unexplained):
         return True
-    if directed and known and _says_more(ta, tb, known):
-        settled = settled | known
+    # A sentence that says more than its statement may join it to another: then a figure the
+    # context states elsewhere is settled too.
+    joins = bool(directed and known and _says_more(ta, tb, known))
     for x, y, mine, other in ((ta, tb, words_a, words_b), (tb, ta, words_b, words_a)):
         for k, token in enumerate(x.low):
             kind = _kind_of(x, k)
@@ -251,8 +298,12 @@ def may_conflict(
                 both = token in other and partner in mine
                 if partner in other and not both and not _negated_opposite(x, token, y, partner):
                     return True
-            elif kind and token not in other and not (directed and x is ta):
-                if directed and kind == "number" and token in settled:
+            elif kind and not _present(x, k, y) and not (directed and x is ta):
+                if (
+                    directed
+                    and kind == "number"
+                    and (token in settled or (joins and _known_figure(x, k, known)))
+                ):
                     continue
                 return True
     return False
@@ -303,13 +354,27 @@ def stated_sentences(
     return frozenset(found)
 
 
-def known_words(context_text: str) -> frozenset[str]:
+def known_words(context_text: str, figures: Iterable[str] = ()) -> frozenset[str]:
     """Every word and number of the context (lower-cased), not through `_Tokens.of`: a context
     can be long, and neither its name positions nor a cache entry of it are needed. A duration
-    is known in its one unit and as written ("24 hours": 1 and 24)."""
-    tokens = [m.group(0) for m in _TOKEN.finditer(T.with_digits(context_text))]
+    is known in its one unit and as written ("24 hours": 1 and 24).
+
+    figures: more figures to count as known in any currency (those the query gives, and those an
+    answer works out from the given ones)."""
+    text = T.with_digits(context_text)
+    matches = list(_TOKEN.finditer(text))
+    tokens = [m.group(0) for m in matches]
     names = {_name(token) for token in tokens if token[0].isupper()}
-    return frozenset({_word(token) for token in tokens} | names | T.numbers(context_text))
+    # Each price also with its currency, and each currency as "|eur": see `_known_figure`.
+    prices = set()
+    for m in matches:
+        unit = _currency(text, m.start(), m.end()) if m.group(0)[0].isdigit() else ""
+        if unit:
+            prices |= {f"{_word(m.group(0))}|{unit}", f"|{unit}"}
+    prices |= {f"{figure}|*" for figure in figures}
+    return frozenset(
+        {_word(token) for token in tokens} | names | T.numbers(context_text) | prices | set(figures)
+    )
 
 
 def _name(token: str) -> str:

@@ -461,7 +461,7 @@ def completeness_features(ev: Evidence) -> None:
     settled = dict.fromkeys(ev.sentences, frozenset(query_figures)) | dict.fromkeys(
         computing, frozenset(given)
     )
-    known = A.known_words(" ".join(ev.context)) | worked | query_figures
+    known = A.known_words(" ".join(ev.context), worked | query_figures)
     stated = A.stated_sentences(ev.statements, ev.sentences, pair)
     ctx_conflicts = A.context_conflicts(ev.statements, ev.sentences, pair, known, stated | remarks)
     own_conflicts = A.self_conflicts(ev.sentences, self_sims, known, stated, remarks)
