@@ -209,6 +209,27 @@ def _write_jsonl(path: Path, lines: list[str]) -> Path:
     return path
 
 
+def test_run_counts_a_row_a_scorer_failed_on_beside_the_rejected_ones(tmp_path: Path) -> None:
+    # The line said "1 of 3 rows were not scored (1 rejected)" and then listed two rows.
+    too_long = " ".join(f"Sentence {n} ends here." for n in range(1001))
+    data = _write_jsonl(
+        tmp_path / "rows.jsonl",
+        [
+            json.dumps({"id": "a", "user_query": QUERY, "generated_text": RESPONSE}),
+            json.dumps({"id": "b", "user_query": QUERY, "generated_text": too_long}),
+            json.dumps({"id": "c", "user_query": QUERY, "generated_text": " "}),
+        ],
+    )
+    result = runner.invoke(app, ["run", str(data)])
+    assert result.exit_code == 3, result.output
+    assert "2 of 3 rows errored" in result.stderr
+    assert "1 of 3 rows were not scored (1 rejected); 1 row of 3 had a scorer error" in (
+        result.stdout
+    )
+    assert "row 2 (id b): output_relevance: generated_text has 1,001" in result.stdout
+    assert "row 3 (id c): generated_text: must not be empty" in result.stdout
+
+
 def test_run_scores_a_file_reports_failed_rows_and_exits_3(tmp_path: Path) -> None:
     data = _write_jsonl(
         tmp_path / "rows.jsonl",

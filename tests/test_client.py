@@ -158,6 +158,11 @@ def test_detect_function_names_the_missing_argument() -> None:
     with pytest.raises(RequestValidationError) as caught:
         assay.detect(ON_TOPIC)
     assert caught.value.field == "detectors" and "no detector has the inputs" in str(caught.value)
+    # An empty answer is named first, with or without a query ("no detector" misled).
+    for arguments in (("",), (" ", QUERY)):
+        with pytest.raises(RequestValidationError) as caught:
+            assay.detect(*arguments)
+        assert (caught.value.field, caught.value.message) == ("generated_text", "must not be empty")
     with pytest.raises(RequestValidationError) as caught:
         assay.detect(ON_TOPIC, detectors="output_relevance")
     assert caught.value.field == "user_query"
@@ -304,6 +309,12 @@ def test_publish_without_names_is_rejected_in_process(overlap_judge: OverlapJudg
     assert caught.value.field == "[0].application_name"
 
 
+def test_async_mode_without_names_names_async_mode() -> None:
+    # The decorator publishes what it queues, and the message blamed publish, never set.
+    with pytest.raises(RequestValidationError, match="required when async_mode is true"):
+        Detect(["user_query", "generated_text"], RELEVANCE_CONFIG, async_mode=True)
+
+
 @pytest.mark.parametrize(
     ("arguments", "word"),
     [
@@ -433,10 +444,13 @@ def test_detect_wraps_a_single_return_value(stub_server: StubServer) -> None:
     text, result = answer()
     assert text == ON_TOPIC and result.detect_response == CANNED[0]
     assert stub_server.requests[-1].body[0]["generated_text"] == ON_TOPIC
-    # In-process, completeness needs a context: refused when decorating, not after a call.
-    with pytest.raises(RequestValidationError) as caught:
-        Detect("generated_text", {"completeness": {}})
-    assert caught.value.field == "values_returned" and "does not name context" in str(caught.value)
+    # Completeness needs a context: refused when decorating, not after a call, with a server
+    # too (there the decorated function ran, and its answer was lost to a 422).
+    for server in (None, stub_server.url):
+        with pytest.raises(RequestValidationError) as caught:
+            Detect("generated_text", {"completeness": {}}, base_url=server)
+        assert caught.value.field == "values_returned"
+        assert "does not name context" in str(caught.value)
 
 
 def test_detect_rejects_too_few_return_values() -> None:
@@ -751,14 +765,14 @@ def test_detect_decorator_posts_to_a_server(stub_server: StubServer) -> None:
 
 async def test_async_detect_decorator_posts_to_a_server(stub_server: StubServer) -> None:
     stub_server.reply(CannedResponse(200, CANNED))
-    detect = Detect(["generated_text"], RELEVANCE_CONFIG, base_url=stub_server.url)
+    detect = Detect(["user_query", "generated_text"], RELEVANCE_CONFIG, base_url=stub_server.url)
 
     @detect
-    async def answer() -> str:
-        return ON_TOPIC
+    async def answer() -> tuple[str, str]:
+        return QUERY, ON_TOPIC
 
-    text, result = await answer()
-    assert text == ON_TOPIC
+    query, text, result = await answer()
+    assert (query, text) == (QUERY, ON_TOPIC)
     assert result.detect_response == CANNED[0]
     assert stub_server.requests[0].body[0]["generated_text"] == ON_TOPIC
 
@@ -815,6 +829,8 @@ def test_remote_items_json_cannot_carry_are_refused_naming_the_field(
         ({"generated_text": " "}, "[0].generated_text"),
         ({"config": None}, "[0].config"),
         ({"publish": True}, "[0].application_name"),
+        # A detector's missing input too (it went out and came back as a 422).
+        ({"config": {"completeness": {"detector_name": "default"}}}, "[0].context"),
     ],
 )
 def test_a_malformed_item_is_refused_before_it_is_sent_as_in_process(

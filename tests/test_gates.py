@@ -72,8 +72,21 @@ def test_fail_under_rejects_repeats_and_names_outside_the_known_list() -> None:
         parse_fail_under(["completeness=0.5", "completeness=0.6"])
     with pytest.raises(RequestValidationError) as caught:
         parse_fail_under(["relevance=0.5"], known=["output_relevance", "completeness"])
-    assert "unknown scorer 'relevance'" in caught.value.message
-    assert "known: completeness, output_relevance" in caught.value.message
+    assert "'relevance' is not among the scorers here (completeness, output_relevance)" in (
+        caught.value.message
+    )
+
+
+def test_fail_under_takes_one_value_as_a_string() -> None:
+    # It was read as a list of its characters: "'o' is not NAME=THRESHOLD".
+    assert parse_fail_under("output_relevance=0.5") == {"output_relevance": 0.5}
+
+
+def test_collect_says_it_takes_parsed_lines() -> None:
+    from assay.report.collect import collect
+
+    with pytest.raises(TypeError, match="iter_output_lines"):
+        collect(['{"row": 1}'])  # type: ignore[list-item]
 
 
 def scored(mean: float | None, rows: int = 10, unscored: int = 0) -> GateFigures:

@@ -194,6 +194,7 @@ def test_fail_under_exits_1_with_the_reason_and_junit_lists_every_row(
         ),
         (["--label-column", "verdict"], "error: --label-column: no row of"),
         (["--max-over-rejection", "0.2"], "error: --max-over-rejection: "),
+        (["--junit", ""], "error: --junit: needs a file name (got '' or '.')"),
     ],
 )
 def test_bad_options_give_one_line_naming_the_flag_and_exit_2(
@@ -281,6 +282,26 @@ def test_a_non_utf8_or_unfinished_output_is_refused_naming_it(tmp_path: Path, sc
     )
     assert unfinished.returncode == 2  # a gate never passes on a run that did not finish
     assert unfinished.stderr.startswith(f"error: OUTPUT: {partial} is an unfinished run")
+
+
+def test_an_output_cut_short_beside_its_summary_is_not_gated(tmp_path: Path, scored: Path) -> None:
+    # Its first rows passed a gate the whole run fails, with no word that rows were missing.
+    cut = tmp_path / "cut.jsonl"
+    lines = scored.read_bytes().splitlines(keepends=True)
+    cut.write_bytes(b"".join(lines[:3]))
+    summary = Path(f"{scored}.summary.json")
+    Path(f"{cut}.summary.json").write_bytes(summary.read_bytes())
+
+    gated = assay("report", str(cut), "--fail-under", "output_relevance=0.1")
+    plain = assay("report", str(cut))
+
+    assert gated.returncode == 2
+    assert gated.stderr.startswith(f"error: OUTPUT: {cut} holds 3 rows, but its run's summary")
+    assert f"counts {len(lines)}" in gated.stderr
+    assert plain.returncode == 0 and "not that run's whole output" in plain.stderr
+    # Without the summary it is just a file of rows, and gates read it as it is.
+    Path(f"{cut}.summary.json").unlink()
+    assert assay("report", str(cut), "--fail-under", "output_relevance=0.1").returncode == 0
 
 
 def test_an_empty_or_csv_output_is_unusable_and_named_as_the_argument(tmp_path: Path) -> None:

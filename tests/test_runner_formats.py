@@ -419,7 +419,7 @@ def test_run_gates_exit_1_below_threshold_and_write_junit(tmp_path: Path) -> Non
     assert passing.returncode == 0, passing.stderr
     assert failing.returncode == 1
     assert "output_relevance: mean score" in failing.stderr and "below" in failing.stderr
-    assert bad.returncode == 2 and "unknown scorer 'toxicity'" in bad.stderr
+    assert bad.returncode == 2 and "'toxicity' is not among the scorers here" in bad.stderr
     assert not junit.exists()  # the failing run's file went as the bad command started
     # A case per row and one for the gate, which is the one failure: the file and the exit
     # code agree.

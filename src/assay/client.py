@@ -46,7 +46,7 @@ from assay.resources import (
 )
 from assay.responses import DetectResponse, DetectResponseItem, Job, JobWaitTimeout
 from assay.retries import GaveUp, RetryPolicy, retry
-from assay.schema import DetectorFailed, DetectRequestItem, RequestValidationError
+from assay.schema import DetectorFailed, DetectRequestItem, JudgeFailure, RequestValidationError
 from assay.transport import (
     APIConnectionError,
     APIError,
@@ -78,8 +78,9 @@ DETECT_PATH = "/v2/detect"
 JOBS_PATH = "/v1/jobs/"
 #: In-process jobs a client keeps for `jobs.retrieve`; older ones are forgotten (not found).
 IN_PROCESS_JOBS = 10_000
-#: The acknowledgement an accepted async item gets (the server's words).
-ACCEPTED_MESSAGE = "Data successfully sent to Assay."
+#: The acknowledgement an async item scored in this process gets (a server's says the data was
+#: sent, which here it was not).
+ACCEPTED_IN_PROCESS = "Scored in this process (no server): retrieve the result with jobs.retrieve."
 T = TypeVar("T")
 
 
@@ -125,6 +126,21 @@ def _wire_items(items: list[Any]) -> list[Any]:
     ]
     check_encodable(wire, json_only=True)
     return wire
+
+
+def _detector_failed(body: Any) -> DetectorFailed | None:
+    """A server's answer to an item whose detector failed under all_or_none, as the in-process
+    path raises it, so code written against one path works against the other; None for any
+    other error."""
+    failure = body.get("failure") if isinstance(body, Mapping) else None
+    if not isinstance(failure, Mapping):
+        return None
+    detector, kind, message = failure.get("detector"), failure.get("kind"), failure.get("message")
+    if not (isinstance(detector, str) and isinstance(kind, str) and isinstance(message, str)):
+        return None
+    item = failure.get("item")
+    place = item if type(item) is int else None
+    return DetectorFailed(detector, JudgeFailure(kind, message), place)
 
 
 def resolve_base_url(base_url: str | None) -> str | None:
@@ -256,7 +272,7 @@ class _ClientBase:
         self._jobs[job_id] = Job(job)
         while len(self._jobs) > IN_PROCESS_JOBS:
             self._jobs.popitem(last=False)
-        return {"message": ACCEPTED_MESSAGE, "status": 200, "job_id": job_id}
+        return {"message": ACCEPTED_IN_PROCESS, "status": 200, "job_id": job_id}
 
     def _http_client(self) -> httpx.AsyncClient:
         # Connections belong to the event loop that opened them: used from another loop (a
@@ -296,7 +312,14 @@ class _ClientBase:
         # either way and costs no round trip; detector and judge names are the server's to know.
         wire = _wire_items(items)
         parse_items(wire, registry=False)
-        response = _response_items(await self._request("POST", DETECT_PATH, wire))
+        try:
+            body = await self._request("POST", DETECT_PATH, wire)
+        except APIError as error:
+            failed = _detector_failed(error.body)
+            if failed is None:
+                raise
+            raise failed from error
+        response = _response_items(body)
         if len(response) != len(wire):  # a caller indexing the answer would fail far from here
             raise APIError(
                 f"sent {len(wire)} item(s), the server answered {len(response)}",

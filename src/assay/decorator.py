@@ -288,6 +288,9 @@ def detect(
     if detectors is None:
         names = detectors_for_inputs(user_query, context)
         if not names:
+            if isinstance(generated_text, str) and not generated_text.strip():
+                # The first thing wrong, as with a query given.
+                raise RequestValidationError("generated_text", "must not be empty")
             raise RequestValidationError(
                 "detectors", "no detector has the inputs given; pass user_query and/or context"
             )

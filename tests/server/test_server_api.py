@@ -17,11 +17,11 @@ import pytest
 from assay import AsyncClient, Client
 from assay.detectors.evaluate import detect_items, parse_items
 from assay.judges import Judge, Question, Verdict, register_judge
-from assay.schema import JudgeFailure
+from assay.schema import DetectorFailed, JudgeFailure, RequestValidationError
 from assay.server import ServerSettings
 from assay.server.worker import JobWorker
 from assay.store import Store, jobs
-from assay.transport import AuthenticationError, BadRequestError
+from assay.transport import AuthenticationError
 from conftest import assert_relevance_contract, both_backends
 
 from .conftest import (
@@ -301,7 +301,22 @@ def test_a_failure_of_the_items_own_input_is_a_422_not_retried(
     assert response.status_code == 422
     assert response.json()["message"].startswith("[1].config.completeness: detector")
     assert "input_too_long" in response.json()["message"]
+    assert response.json()["failure"] == {
+        "item": 1,
+        "detector": "completeness",
+        "kind": "input_too_long",
+        "message": "context length exceeded",
+    }
     assert _stored_rows(server) == 0
+    # The Python client raises what it raises in-process (it raised a bare 422 error), under
+    # the same message.
+    body = [relevance_item(), _two_detectors("refuses-input", "all_or_none")]
+    with pytest.raises(DetectorFailed) as remote:
+        Client(base_url=server.url, auth_header=f"Bearer {API_KEY}").inference.detect(body=body)
+    with pytest.raises(DetectorFailed) as local:
+        Client().inference.detect(body=body)
+    assert (remote.value.detector, remote.value.failure.kind) == ("completeness", "input_too_long")
+    assert str(remote.value) == str(local.value)
 
 
 def _two_detectors(judge: str, must_compute: str) -> dict[str, object]:
@@ -381,7 +396,8 @@ def test_assay_clients_work_against_the_server(live_server: LiveServer) -> None:
         response = client.inference.detect(body=[relevance_item()])
         assert [dict(item) for item in response] == expected
         assert response[0].output_relevance == expected[0]["output_relevance"]
-        with pytest.raises(BadRequestError, match=r"\[0\]\.user_query"):
+        # Refused before it is sent, as in-process (the server answered a 422).
+        with pytest.raises(RequestValidationError, match=r"\[0\]\.user_query"):
             client.inference.detect(body=[relevance_item(user_query=None)])
     with pytest.raises(AuthenticationError):
         Client(auth_header="Bearer nope", base_url=live_server.url).inference.detect(

@@ -30,6 +30,7 @@ from assay.runner.output import (
     check_writable,
     files_beside,
     iter_output_lines,
+    summary_path_for,
 )
 from assay.schema import RequestValidationError
 
@@ -192,6 +193,14 @@ def report_command(
                 f"no row of {output} has a scored result or an error: is it an input file? "
                 "Score it with `assay run` first and report on that output",
             )
+        gating = bool(
+            fail_under
+            or fail_on_regression
+            or max_over_rejection is not None
+            or max_missed_refusal is not None
+            or junit is not None
+        )
+        _check_whole(output, tally.rows, gating)
         # A rescaled metric's results say its range, so thresholds are checked once read.
         gates.check_scales(thresholds, {name: s.scale for name, s in tally.scorers.items()})
         gates.refuse_inverted(thresholds, [name for name, s in tally.scorers.items() if s.inverted])
@@ -255,7 +264,6 @@ def report_command(
         if comparison is not None:
             reporting.print_comparison(comparison, console)
         console.print(f"wrote {' and '.join(written)}", soft_wrap=True)
-    gating = bool(thresholds or fail_on_regression or rate_gated or junit is not None)
     code = outcome_code(failures, tally.rows_with_errors if gating else 0, allow_errors)
     if code == EXIT_ROWS_ERRORED:
         raise fail(
@@ -265,6 +273,29 @@ def report_command(
         )
     if code:
         raise fail("; ".join(failures), code)
+
+
+def _check_whole(output: Path, rows: int, gating: bool) -> None:
+    """Refuse to gate (else warn about) an output with fewer or more rows than its run's summary
+    counts: cut short or pasted together after the run, its gates would judge part of a run
+    (they passed on its first 5 rows of 20)."""
+    try:
+        recorded = json.loads(summary_path_for(output).read_text(encoding="utf-8")).get("rows")
+    except (OSError, ValueError, AttributeError):
+        return  # no summary beside it (a copy, another tool's file): nothing to compare
+    if type(recorded) is not int or recorded == rows:
+        return
+    problem = (
+        f"{output} holds {rows:,} rows, but its run's summary ({summary_path_for(output)}) "
+        f"counts {recorded:,}: this is not that run's whole output"
+    )
+    if gating:
+        raise RequestValidationError(
+            "OUTPUT",
+            f"{problem}; rerun the `assay run` command, or remove the summary if the file was "
+            "cut on purpose",
+        )
+    warn(problem)
 
 
 def _rate_gates(

@@ -58,23 +58,31 @@ def print_run_summary(summary: RunSummary) -> None:
     # Metrics such as llm.ood_detection have no instructions: their own summary follows.
     if any(numbers.answered for numbers in summary.detectors.values()):
         console.print(rates)
-    if summary.rows_failed:
-        why = ", ".join(
-            f"{count} {_FAILURE_WORDS.get(kind, kind)}"
-            for kind, count in summary.failures_by_kind.items()
-        )
+    if summary.rows_with_errors:
+        # Rejected rows, then rows a scorer failed on (their failures are listed together; the
+        # line counted only the first and listed both).
+        notes = []
+        if summary.rows_failed:
+            why = ", ".join(
+                f"{count} {_FAILURE_WORDS.get(kind, kind)}"
+                for kind, count in summary.failures_by_kind.items()
+            )
+            notes.append(f"{summary.rows_failed} of {summary.rows} rows were not scored ({why})")
+        if scorer_errors := summary.rows_with_errors - summary.rows_failed:
+            rows = "row" if scorer_errors == 1 else "rows"
+            notes.append(f"{scorer_errors} {rows} of {summary.rows} had a scorer error")
         console.print(
             Text(
-                f"{summary.rows_failed} of {summary.rows} rows were not scored ({why}); "
-                f"see their 'error' field in {summary.output_path}",
+                f"{'; '.join(notes)}; see their 'error' field in {summary.output_path}",
                 style="yellow",
             ),
             soft_wrap=True,
         )
-        for failure in summary.failures[:LISTED_ON_TERMINAL]:
+        shown = summary.failures[:LISTED_ON_TERMINAL]
+        for failure in shown:
             console.print(Text(f"  {_failure_line(failure)}", style="yellow"), soft_wrap=True)
-        if summary.rows_failed > LISTED_ON_TERMINAL:
-            console.print(Text(f"  … and {summary.rows_failed - LISTED_ON_TERMINAL:,} more"))
+        if (more := summary.rows_with_errors - len({f.get("row") for f in shown})) > 0:
+            console.print(Text(f"  … and {more:,} more rows"))
     for name, numbers in summary.detectors.items():
         if numbers.metric_tally is not None:
             print_ood_summary(numbers.metric_tally.summary(), name)

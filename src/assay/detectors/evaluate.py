@@ -120,7 +120,8 @@ def parse_item(raw: Any, index: int | None = None, *, registry: bool = True) -> 
     """Validate one raw item (a dict) and check its detectors' inputs.
 
     registry: also check detector and judge names against this process's registries (False
-        for an item a server will judge: it may know more of them).
+        for an item a server will judge: it may know more of them; the inputs of the detectors
+        this process knows are checked either way).
     Raises RequestValidationError whose `field` names the item index and field, e.g.
     `[0].generated_text`.
     """
@@ -148,8 +149,10 @@ def parse_item(raw: Any, index: int | None = None, *, registry: bool = True) -> 
             )
             message = _message(first["type"], tuple(first["loc"]), first["msg"])
             raise RequestValidationError(field_location(index, first["loc"]), message) from None
-    for name in item.config if registry else ():
+    for name in item.config:
         if name not in DETECTORS:
+            if not registry:  # the server may know it; it checks its inputs
+                continue
             known = ", ".join(DETECTORS)
             raise RequestValidationError(
                 field_location(index, ["config", name]),
@@ -162,13 +165,13 @@ def parse_item(raw: Any, index: int | None = None, *, registry: bool = True) -> 
                     field_location(index, [field]), f"required by detector {name!r} but {problem}"
                 )
         judge_name = item.config[name].judge
-        if judge_name is not None and judge_name not in judge_names():
+        if registry and judge_name is not None and judge_name not in judge_names():
             raise RequestValidationError(
                 field_location(index, ["config", name, "judge"]),
                 f"unknown judge {judge_name!r}; known judges: {', '.join(judge_names())}",
             )
     # Both are stored under the application's name, in process as on a server.
-    for flag in ("publish", "async_mode"):
+    for flag in ("async_mode", "publish"):
         if getattr(item, flag) and (not item.application_name or not item.model_name):
             missing = "application_name" if not item.application_name else "model_name"
             raise RequestValidationError(

@@ -371,5 +371,10 @@ def collect(lines: Iterable[Mapping[str, Any]], label_column: str | None = None)
     """
     tally = RunTally(label_column=label_column)
     for line in lines:
+        if not isinstance(line, Mapping):  # a file's text lines: an AttributeError deep inside
+            raise TypeError(
+                f"collect() takes parsed output lines (dicts), got {type(line).__name__}: read "
+                "the file with assay.runner.output.iter_output_lines(path)"
+            )
         tally.add_line(line)
     return tally

@@ -55,6 +55,8 @@ def parse_fail_under(
     Raises RequestValidationError(flag, ...) naming the bad value and what is wrong with it.
     """
     allowed = None if known is None else sorted(known)
+    if isinstance(specs, str):  # one value, not its characters
+        specs = [specs]
     thresholds: dict[str, float] = {}
     for spec in specs:
         name, equals, number = spec.partition("=")
@@ -73,7 +75,9 @@ def parse_fail_under(
             raise RequestValidationError(flag, f"{spec!r}: threshold {number} is not finite")
         if allowed is not None and name not in allowed:
             raise RequestValidationError(
-                flag, f"{spec!r}: unknown scorer {name!r}; known: {', '.join(allowed)}"
+                flag,
+                f"{spec!r}: {name!r} is not among the scorers here ({', '.join(allowed)}): "
+                "score it too, or drop the gate",
             )
         if name in thresholds:
             raise RequestValidationError(flag, f"{name!r} is given twice")

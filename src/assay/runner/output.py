@@ -79,6 +79,8 @@ def check_writable(path: Path, field: str) -> None:
     """Raise RequestValidationError naming `field` when no file can be written at `path`: it is
     a folder, or a folder it needs is a file. Checked before any work, so a run never ends in
     an error about where its results should go. Missing folders are fine: they are made."""
+    if path == Path("."):  # typed as "" too
+        raise RequestValidationError(field, "needs a file name (got '' or '.')")
     if path.is_dir():
         raise RequestValidationError(field, f"{path} is a folder; give a file name")
     for parent in path.parents:

@@ -134,9 +134,18 @@ async def _detect(request: Request) -> list[dict[str, Any]]:
             # Named by its place in the request (async items were not in the judged list).
             place = now[error.item] if error.item is not None else None
             failed = DetectorFailed(error.detector, error.failure, place)
+            # `failure` lets a client raise what the in-process path raises (DetectorFailed).
             raise ServerError(
                 422 if error.failure.kind in INPUT_FAILURES else 503,
                 f"{failed}; nothing was stored (must_compute=all_or_none)",
+                fields={
+                    "failure": {
+                        "item": place,
+                        "detector": error.detector,
+                        "kind": error.failure.kind,
+                        "message": error.failure.message,
+                    }
+                },
             ) from None
         responses: list[dict[str, Any]] = [{} for _ in items]
         for index, result in zip(now, computed, strict=True):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError as QueryValidationError
@@ -25,19 +26,31 @@ class ErrorBody(BaseModel):
 
 
 class ServerError(Exception):
-    """An error with its HTTP status; `headers` go on the response (e.g. `retry-after`)."""
+    """An error with its HTTP status; `headers` go on the response (e.g. `retry-after`), and
+    `fields` into its JSON body beside `message` and `status`."""
 
-    def __init__(self, status: int, message: str, headers: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        headers: Mapping[str, str] | None = None,
+        fields: Mapping[str, Any] | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.headers = dict(headers or {})
+        self.fields = dict(fields or {})
 
 
 def error_response(
-    status: int, message: str, headers: Mapping[str, str] | None = None
+    status: int,
+    message: str,
+    headers: Mapping[str, str] | None = None,
+    fields: Mapping[str, Any] | None = None,
 ) -> JSONResponse:
-    return JSONResponse({"message": message, "status": status}, status, headers=dict(headers or {}))
+    body = {**(fields or {}), "message": message, "status": status}
+    return JSONResponse(body, status, headers=dict(headers or {}))
 
 
 def _location(loc: Sequence[int | str]) -> str:
@@ -52,7 +65,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(ServerError)
     async def _server_error(_: Request, error: ServerError) -> JSONResponse:
-        return error_response(error.status, error.message, error.headers)
+        return error_response(error.status, error.message, error.headers, error.fields)
 
     @app.exception_handler(HTTPException)
     async def _http_error(_: Request, error: HTTPException) -> JSONResponse:
