@@ -228,6 +228,16 @@ def test_run_counts_a_row_a_scorer_failed_on_beside_the_rejected_ones(tmp_path: 
     )
     assert "row 2 (id b): output_relevance: generated_text has 1,001" in result.stdout
     assert "row 3 (id c): generated_text: must not be empty" in result.stdout
+    # A failed gate's exit code wins, and the errored rows are still said (they were not).
+    gated = runner.invoke(
+        app, ["run", str(data), "--overwrite", "--fail-under", "output_relevance=1.1"]
+    )
+    assert gated.exit_code == 2  # a threshold over 1 is refused
+    gated = runner.invoke(
+        app, ["run", str(data), "--overwrite", "--fail-under", "output_relevance=0.999"]
+    )
+    assert gated.exit_code == 1, gated.output
+    assert "warning: 2 of 3 rows errored" in gated.stderr
 
 
 def test_run_scores_a_file_reports_failed_rows_and_exits_3(tmp_path: Path) -> None:

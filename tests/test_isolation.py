@@ -92,6 +92,53 @@ def test_the_core_answers_a_failed_batch_item_by_item(raises_on_poison: _RaisesO
         assert results[n]["output_relevance"]["score"] == 1.0
 
 
+class _StoppedMidRun(Judge):
+    """What a judge thread meets once Ctrl-C has begun the interpreter's shutdown."""
+
+    name = "stopped-mid-run"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def answer(self, questions: Sequence[Question]) -> list[Verdict | JudgeFailure]:
+        self.calls += 1
+        raise RuntimeError("cannot schedule new futures after interpreter shutdown")
+
+
+def test_a_stopped_run_is_no_judge_failure_to_log_or_retry(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # An interrupted `assay run` printed a traceback per item: each batch was answered again
+    # item by item, and each item's failure logged with its traceback.
+    judge = _StoppedMidRun()
+    register_judge(judge.name, lambda: judge)
+    items = parse_items([_item(f"answer {n}") for n in range(3)])
+    with pytest.raises(RuntimeError, match="interpreter shutdown"):
+        asyncio.run(detect_items(items, judge=judge.name))
+    assert judge.calls == 1
+    assert not [r for r in caplog.records if r.levelname in ("WARNING", "ERROR")]
+
+
+def test_the_embedded_judge_stops_with_the_interpreter(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import assay.judges.embedded.judge as embedded
+
+    def stopped(*_: Any) -> None:
+        raise RuntimeError("cannot schedule new futures after interpreter shutdown")
+
+    monkeypatch.setattr(embedded, "gather", stopped)
+    detector = DETECTORS["output_relevance"]
+    batch = [
+        q
+        for item in parse_items([_item("one"), _item("two")])
+        for q in questions_for(item, detector)
+    ]
+    with pytest.raises(RuntimeError, match="interpreter shutdown"):
+        _embedded().answer_sync(batch)
+    assert not [r for r in caplog.records if r.levelname in ("WARNING", "ERROR")]
+
+
 def test_the_remote_client_refuses_unencodable_text_before_sending(
     stub_server: StubServer,
 ) -> None:

@@ -388,6 +388,21 @@ def test_retry_failed_on_a_run_without_failures_says_so(tmp_path: Path) -> None:
     assert "output_relevance" in retried.stdout  # the tables, as the plain rerun prints them
 
 
+def test_retry_failed_progress_counts_the_failed_rows(tmp_path: Path) -> None:
+    texts = [f"answer {n}" for n in range(10)]
+    data = write_jsonl(tmp_path / "rows.jsonl", rows_with([*texts[:8], " ", " "]))
+    common = ["run", str(data), "--out", str(tmp_path / "out.jsonl"), "--judge", "light"]
+    assert assay(*common).returncode == 3
+    write_jsonl(data, rows_with(texts))  # fixed in place
+
+    retried = assay(*common, "--retry-failed", env={"ASSAY_PROGRESS_SECONDS": "0"})
+
+    assert retried.returncode == 0, retried.stderr
+    # It counted against the input's 10 rows: "retrying: 2/10 rows".
+    assert re.search(r"^retrying: 2/2 rows", retried.stderr, flags=re.M), retried.stderr
+    assert "/10 rows" not in retried.stderr
+
+
 def test_a_log_gets_a_progress_line_every_few_seconds(tmp_path: Path) -> None:
     data = write_jsonl(tmp_path / "rows.jsonl", rows_with([f"answer {n}" for n in range(40)]))
 

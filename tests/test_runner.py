@@ -47,6 +47,21 @@ def read_lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
+def test_run_file_never_replaces_a_file_no_run_wrote_unless_restarted(tmp_path: Path) -> None:
+    # `assay run` refused such an output; run_file replaced a 200-row dataset with 1 scored row.
+    data = write_jsonl(tmp_path / "rows.jsonl", [{"id": "eggs", **EGGS}])
+    dataset = write_jsonl(tmp_path / "dataset.jsonl", [{"id": "keep me", **VPN}])
+    before = dataset.read_bytes()
+    with pytest.raises(RequestValidationError, match="exists but is no Assay run's output"):
+        run_file(data, dataset)
+    assert dataset.read_bytes() == before
+    # A run's own output is still scored again, and an explicit restart replaces the file.
+    out = tmp_path / "out.jsonl"
+    assert run_file(data, out).rows == run_file(data, out).rows == 1
+    assert run_file(data, dataset, restart=True).rows == 1
+    assert read_lines(dataset)[0]["id"] == "eggs"
+
+
 def test_jsonl_rows_come_out_one_line_each_in_order_with_ids(tmp_path: Path) -> None:
     data = write_jsonl(
         tmp_path / "rows.jsonl",
@@ -390,3 +405,16 @@ def test_mapped_csv_columns_are_read_as_the_json_fields_they_become(tmp_path: Pa
     [line] = [json.loads(x) for x in out.read_text().splitlines()]
     assert line["context"] == ["2+2 is 4", "math"] and set(line) >= {"completeness"}
     assert "output_relevance" not in line  # the row's own config chose the detector
+
+
+def test_a_jsonl_file_is_refused_for_its_columns_only_when_no_row_has_them(tmp_path: Path) -> None:
+    from assay.runner.columns import SAMPLE_ROWS, check_detector_columns
+
+    # The first SAMPLE_ROWS rows lack an answer: the sample refused the whole file, though its
+    # last row can be scored (the same rows as CSV ran).
+    question = {"user_query": EGGS["user_query"]}
+    late = write_jsonl(tmp_path / "late.jsonl", [question] * SAMPLE_ROWS + [EGGS])
+    check_detector_columns(late, [], None)
+    never = write_jsonl(tmp_path / "never.jsonl", [question] * (SAMPLE_ROWS + 1))
+    with pytest.raises(RequestValidationError, match="no row of never.jsonl can be scored"):
+        check_detector_columns(never, [], None)

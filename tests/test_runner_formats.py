@@ -177,6 +177,10 @@ def test_parquet_nulls_are_fields_not_given(tmp_path: Path) -> None:
     from_jsonl = tmp_path / "from_jsonl.jsonl"
     run_file(write_dataset(tmp_path / "rows.jsonl", rows), from_jsonl)
     assert list(iter_output_lines(from_jsonl))[1]["note"] is None
+    # And from CSV, where an empty cell is the null (the key was dropped).
+    from_csv = tmp_path / "from_csv.jsonl"
+    run_file(write_dataset(tmp_path / "rows.csv", rows), from_csv)
+    assert list(iter_output_lines(from_csv))[1]["note"] is None
 
 
 def test_a_json_null_text_is_a_field_not_given_as_a_csv_blank_is(tmp_path: Path) -> None:

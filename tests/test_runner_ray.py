@@ -38,6 +38,21 @@ def test_an_unreadable_row_keeps_its_columns_on_the_way_to_the_actors() -> None:
     )
 
 
+def test_a_row_s_values_keep_their_types_on_the_way_to_the_actors() -> None:
+    # Sent as JSON with str() for what JSON lacks, a Parquet timestamp came out
+    # "2024-01-01 00:00:00" (locally "2024-01-01T00:00:00") and bytes as "b'\\x00\\xff'".
+    import datetime
+    from decimal import Decimal
+
+    row = {
+        "generated_text": "Paris.",
+        "ts": datetime.datetime(2024, 1, 1),
+        "blob": b"\x00\xff",
+        "price": Decimal("2.50"),
+    }
+    assert _decode_row(_encode_row(row)) == row
+
+
 def test_ray_engine_gives_the_local_engines_records_and_summary(tmp_path: Path) -> None:
     data = tmp_path / "rows.jsonl"
     # The example rows plus one malformed line: per-row errors must survive the trip through Ray.

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import httpx
+import pytest
 
 from .conftest import AUTH, GatedJudge, LiveServer, ServerFactory, published, relevance_item
 
@@ -135,6 +136,27 @@ def test_a_body_that_stops_arriving_gets_408(make_server: ServerFactory) -> None
             error = json.loads(body)
             assert error["status"] == 408 and "body not received within 0.5 s" in error["message"]
     assert server.post([_answer(1)]).status_code == 200
+
+
+def test_a_client_that_leaves_mid_body_is_no_server_error(
+    live_server: LiveServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Each such client logged two tracebacks ("unexpected error", "Exception in ASGI
+    # application"): anyone could fill the server's log.
+    port = int(live_server.url.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port)) as connection:
+        connection.sendall(
+            b"POST /v2/detect HTTP/1.1\r\nHost: x\r\nAuthorization: "
+            + AUTH["Authorization"].encode()
+            + b"\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n[{"
+        )
+        time.sleep(0.3)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and not live_server.post([_answer(1)]).is_success:
+        time.sleep(0.1)
+    time.sleep(0.3)  # the server notices the closed connection
+    assert not [r for r in caplog.records if r.levelname == "ERROR"], caplog.text
+    assert live_server.post([_answer(1)]).status_code == 200
 
 
 def test_one_slow_async_job_delays_no_other(

@@ -428,6 +428,13 @@ def test_one_run_published_to_two_applications_or_models_is_stored_in_each(
             "items[0].results.output_relevance.kind: is required",
         ),
         (
+            # JSON's words: it said "must be True".
+            "/v1/applications/nightly/detections",
+            one_result({"error": False, "kind": "timeout", "message": "slow"}),
+            422,
+            "items[0].results.output_relevance.error: must be true",
+        ),
+        (
             "/v1/applications/nightly/detections",
             {"model_name": "bad name", "run_id": "r", "items": [published_item("1")]},
             422,
@@ -490,6 +497,7 @@ def test_one_run_published_to_two_applications_or_models_is_stored_in_each(
         "unknown-detector",
         "unknown-detector-any-shape",
         "error-object-missing-fields",
+        "error-flag-false",
         "bad-model-message",
         "bad-model",
         "missing-text",
@@ -508,6 +516,19 @@ def test_a_bad_publish_body_is_a_4xx_naming_the_field(
 
     assert response.status_code == status
     assert message in response.json()["message"]
+
+
+def test_an_empty_publish_body_says_what_the_route_takes(live_server: LiveServer) -> None:
+    # It asked for "a JSON array of request items", which this route refuses.
+    response = httpx.post(
+        live_server.url + "/v1/applications/nightly/detections",
+        content=b"",
+        headers={**AUTH, "Content-Type": "application/json"},
+    )
+    assert response.status_code == 400
+    assert response.json()["message"] == (
+        "body is empty; send a JSON object with model_name and items"
+    )
 
 
 def test_a_lone_surrogate_in_a_published_text_is_named(live_server: LiveServer) -> None:

@@ -142,3 +142,38 @@ def test_servers_starting_together_on_a_new_sqlite_file_both_migrate(tmp_path: P
         assert done == [None, None, None]
         with Store(url).reading() as session:
             assert session.execute(text("SELECT count(*) FROM alembic_version")).scalar() == 1
+
+
+def test_another_process_reading_a_sqlite_file_loses_none_of_the_server_s_writes(
+    tmp_path: Path,
+) -> None:
+    # The migration lock was taken on the database file itself; closing it dropped SQLite's own
+    # locks, so a process that opened and closed the file deleted the server's write-ahead log,
+    # and rows answered 200 were gone after a restart.
+    import subprocess
+    import sys
+
+    database = tmp_path / "assay.db"
+    store = Store(f"sqlite:///{database}")
+    store.migrate()
+
+    def count_elsewhere() -> int:
+        script = (
+            "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); "
+            "print(c.execute('SELECT count(*) FROM probe').fetchone()[0]); c.close()"
+        )
+        found = subprocess.run(
+            [sys.executable, "-c", script, str(database)], capture_output=True, text=True
+        )
+        assert found.returncode == 0, found.stderr
+        return int(found.stdout)
+
+    with store.transaction() as session:
+        session.execute(text("CREATE TABLE probe (n INTEGER)"))
+        session.execute(text("INSERT INTO probe VALUES (1)"))
+    assert count_elsewhere() == 1
+    with store.transaction() as session:
+        session.execute(text("INSERT INTO probe VALUES (2)"))
+    assert count_elsewhere() == 2
+    store.close()
+    assert count_elsewhere() == 2

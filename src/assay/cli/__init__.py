@@ -32,7 +32,7 @@ app = typer.Typer(
     epilog="Switches come in pairs (--explain/--no-explain); commands that print data take "
     "--json. Exit codes: 0 ran, 1 a gate failed or the command could not finish (assay "
     "detect's judge or assay run's publishing failed), 2 unusable input, "
-    "3 rows errored (see --allow-errors).",
+    "3 rows errored (see --allow-errors), 130 interrupted.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,

@@ -71,7 +71,7 @@ from assay.runner.output import (
 )
 from assay.runner.publish import PUBLISH_BATCH_SIZE
 from assay.runner.ray_engine import run_file_ray_async
-from assay.runner.retry import retry_failed_async
+from assay.runner.retry import line_failed, retry_failed_async
 from assay.runner.rows import DetectorScorer
 from assay.runner.summary import RunSummary
 from assay.schema import RequestValidationError
@@ -261,7 +261,8 @@ def run_command(
 
     An interrupted run continues where it stopped when the same command is run again. Exit
     codes: 0 ran, 1 a --fail-under gate failed or the run could not finish (publishing failed,
-    say), 2 unusable input (no row could be scored), 3 rows errored (unless --allow-errors).
+    say), 2 unusable input (no row could be scored), 3 rows errored (unless --allow-errors),
+    130 interrupted (Ctrl-C, SIGTERM; the rows scored so far are kept).
     """
     with reported_errors(_RUN_OPTIONS):
         if junit is not None:  # first: a stale file would pass a CI step for a failed command
@@ -331,6 +332,8 @@ def run_command(
             print_plan(llm_judge_settings(), *plan_rows(file, scorer), as_json=as_json)
             return
         total = count_rows(file)
+        if retry_failed and output.exists():  # the progress counts the failed rows only
+            total = sum(line_failed(line, scorer.score_names) for line in iter_output_lines(output))
         control = RunControl(
             overwrite=overwrite or restart,
             keep_finished=True,
@@ -388,6 +391,8 @@ def run_command(
             code,
         )
     if code:
+        if summary.rows_with_errors and not allow_errors:  # the gate's exit code wins; say both
+            warn(f"{summary.rows_with_errors} of {summary.rows} rows errored (see {output})")
         raise fail("; ".join(failures), code)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections import defaultdict
 from collections.abc import Collection, Sequence
 from typing import Any
@@ -19,7 +20,7 @@ from assay.detectors import DETECTORS, Detector
 from assay.environment import default_judge_name
 from assay.judges import Judge, Question, Verdict, built_judge, get_judge, judge_names
 from assay.judges.embedded.text import readable
-from assay.judges.isolation import answer_each_item, failure_of, item_groups
+from assay.judges.isolation import answer_each_item, failure_of, item_groups, shutting_down
 from assay.schema import (
     DetectorConfig,
     DetectorError,
@@ -113,7 +114,11 @@ def plain_message(kind: str, pydantic_message: str) -> str:
     object", not "a valid dictionary or instance of DetectorConfig")."""
     if kind in _MESSAGES:
         return _MESSAGES[kind]
-    return pydantic_message.removeprefix("Value error, ").replace("Input should be", "must be")
+    message = pydantic_message.removeprefix("Value error, ").replace("Input should be", "must be")
+    if kind == "literal_error":  # JSON's words: "must be true", not Python's "must be True"
+        words = {"True": "true", "False": "false", "None": "null"}
+        message = re.sub(r"\b(True|False|None)\b", lambda m: words[m[0]], message)
+    return message
 
 
 def parse_item(raw: Any, index: int | None = None, *, registry: bool = True) -> DetectRequestItem:
@@ -258,6 +263,8 @@ async def _answer(judge: Judge, questions: list[Question]) -> list[Verdict | Jud
         # The judge failed as a whole (e.g. its endpoint is down), on purpose and explicitly.
         return [failure] * len(questions)
     except Exception as error:
+        if shutting_down(error):
+            raise
         if len(item_groups(questions)) == 1:
             logger.exception("judge %s failed on an item", judge.name)
             return [failure_of(error)] * len(questions)

@@ -33,6 +33,13 @@ def item_groups(questions: Sequence[Question]) -> list[list[int]]:
     return list(groups.values())
 
 
+def shutting_down(error: BaseException) -> bool:
+    """Whether `error` says the interpreter is shutting down (a run stopped by Ctrl-C, whose
+    judge thread went on and could start no more work): no failure of the judge or the item,
+    so it is not logged, not retried item by item, and not written as a row's error."""
+    return isinstance(error, RuntimeError) and "interpreter shutdown" in str(error)
+
+
 def failure_of(error: BaseException) -> JudgeFailure:
     """The explicit error an item gets when answering it raised `error`."""
     if isinstance(error, JudgeFailure):

@@ -54,9 +54,10 @@ _USUAL_NAMES = {
 }
 
 
-def sample_columns(path: Path) -> list[str]:
+def sample_columns(path: Path, rows: int | None = SAMPLE_ROWS) -> list[str]:
     """The columns of a dataset, in file order: the CSV header, the Parquet schema, or the keys
-    of the first `SAMPLE_ROWS` JSON Lines rows that parse (empty when none does)."""
+    of the first `rows` JSON Lines rows that parse (all of them for None; empty when none
+    does)."""
     suffix = path.suffix.lower()
     if suffix in PARQUET_SUFFIXES:
         return list(parquet_schema(path).names)
@@ -64,7 +65,7 @@ def sample_columns(path: Path) -> list[str]:
         with path.open(newline="", encoding="utf-8-sig", errors="replace") as handle:
             return csv_header(handle, path)
     seen: dict[str, None] = {}
-    for _, fields in islice(read_rows(path), SAMPLE_ROWS):
+    for _, fields in islice(read_rows(path), rows):
         if isinstance(fields, dict):
             seen.update(dict.fromkeys(fields))
     return list(seen)
@@ -190,8 +191,23 @@ def check_detector_columns(
     fields needed and a `--map` that would give them. A file with no readable row passes: its
     rows are reported one by one.
     """
-    pairs = list(column_map)
-    columns = sample_columns(path)
+    try:
+        _check_columns(path, list(column_map), detectors, sample_columns(path))
+    except RequestValidationError:
+        if path.suffix.lower() in (*PARQUET_SUFFIXES, *CSV_SUFFIXES):
+            raise
+        # JSON Lines rows were sampled: a column the sample lacks may come later (the first
+        # 1,000 rows without an answer refused a file whose later rows have one, as a CSV
+        # with the same rows was not). Checked again on every row before refusing the file.
+        _check_columns(path, list(column_map), detectors, sample_columns(path, None))
+
+
+def _check_columns(
+    path: Path,
+    pairs: list[tuple[str, str]],
+    detectors: Sequence[str] | None,
+    columns: list[str],
+) -> None:
     if not columns:
         return
     _check_delimiter(path, columns)

@@ -212,8 +212,11 @@ def _csv_fields(
             isinstance(text, str) and utf8_problem(text) for text in (name, cell)
         ):
             not_utf8 = str(name)
-        # CSV has no null: an empty (or absent) cell means the field is not given.
+        # CSV has no null: an empty (or absent) cell means a request field is not given, and
+        # is a null in any other column, carried as a JSONL or Parquet null is.
         if cell is None or cell == "":
+            if name not in REQUEST_FIELDS and name not in json_columns:
+                fields[name] = None
             continue
         field = json_columns.get(name)  # the column `--map` reads a JSON field from
         if field == "context":

@@ -217,7 +217,7 @@ def check_run_output(output_path: Path) -> None:
             "out",
             f"{output_path} exists but is no Assay run's output (no "
             f"{summary_path_for(output_path).name} beside it); choose another --out, or pass "
-            "--overwrite if that file may be replaced",
+            "--overwrite (restart=True from Python) if that file may be replaced",
         )
 
 
@@ -367,8 +367,11 @@ async def drive_run(
         keep = control.keep_finished and not control.overwrite
         publish_only = False
         recorded_cache: CacheStats | None = None
-        if checkpoint is None and output_path.exists() and keep:
+        if checkpoint is None and not control.overwrite:
+            # A file no run wrote (a dataset given as the output) is never replaced unasked,
+            # from the CLI or from Python (`run_file` replaced it).
             check_run_output(output_path)
+        if checkpoint is None and output_path.exists() and keep:
             recorded = _recorded_summary(output_path)
             finished = finished_fingerprint(output_path, summary=recorded)
             if finished == this_run:

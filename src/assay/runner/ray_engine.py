@@ -42,7 +42,7 @@ from assay.runner.local import (
 )
 from assay.runner.rows import RowScorer
 from assay.runner.summary import RunSummary
-from assay.runner.writers import Line
+from assay.runner.writers import Line, as_text
 from assay.schema import RequestValidationError
 
 INSTALL_HINT = "the Ray engine needs Ray: pip install 'assay[ray]'"
@@ -58,35 +58,36 @@ def _import_ray() -> Any:
     return ray
 
 
-def _encode_row(fields: dict[str, Any] | Exception) -> str:
-    """A row's fields, or why it could not be read, as one JSON text for the trip to an actor
-    (our exceptions do not survive pickling with their fields)."""
+def _encode_row(fields: dict[str, Any] | Exception) -> str | bytes:
+    """A row's fields, pickled so that every value keeps its type (a Parquet timestamp or bytes
+    reach the actor as they reach the local engine's scorer, and come out the same), or why it
+    could not be read, as JSON (our exceptions do not survive pickling with their fields)."""
     if isinstance(fields, RequestValidationError):
         unreadable = {"field": fields.field, "message": fields.message}
         if isinstance(fields, UnreadableRow):
-            return json.dumps({"unreadable": unreadable, "fields": fields.fields}, default=str)
+            return json.dumps({"unreadable": unreadable, "fields": fields.fields}, default=as_text)
         return json.dumps({"unreadable": unreadable})
     if isinstance(fields, Exception):
         return json.dumps({"unreadable": {"field": "row", "message": str(fields)}})
-    return json.dumps({"fields": fields}, default=str)
+    return pickle.dumps(fields)
 
 
-def _decode_row(text: str) -> dict[str, Any] | Exception:
-    payload = json.loads(text)
-    if "unreadable" in payload:
-        field, message = payload["unreadable"]["field"], payload["unreadable"]["message"]
-        if "fields" in payload:
-            return UnreadableRow(field, message, payload["fields"])
-        return RequestValidationError(field, message)
-    fields: dict[str, Any] = payload["fields"]
-    return fields
+def _decode_row(payload: str | bytes) -> dict[str, Any] | Exception:
+    if isinstance(payload, bytes):
+        fields: dict[str, Any] = pickle.loads(payload)  # from this run's own driver
+        return fields
+    unreadable = json.loads(payload)
+    field, message = unreadable["unreadable"]["field"], unreadable["unreadable"]["message"]
+    if "fields" in unreadable:
+        return UnreadableRow(field, message, unreadable["fields"])
+    return RequestValidationError(field, message)
 
 
 def _judge_batches(
     path: Path, skip: int, size: int, column_map: Iterable[tuple[str, str]]
-) -> Iterator[list[tuple[int, str]]]:
+) -> Iterator[list[tuple[int, str | bytes]]]:
     """`path`'s rows after row `skip`, encoded, in batches of `size` (one judge call each)."""
-    batch: list[tuple[int, str]] = []
+    batch: list[tuple[int, str | bytes]] = []
     for row, fields in read_rows(path, column_map):
         if row <= skip:
             continue
@@ -109,7 +110,7 @@ class ScoringActor:
         )
         self.loop = asyncio.new_event_loop()
 
-    def score(self, batch: list[tuple[int, str]]) -> tuple[Sequence[Line], int, int]:
+    def score(self, batch: list[tuple[int, str | bytes]]) -> tuple[Sequence[Line], int, int]:
         """The batch's output lines, and the embedding cache hits and misses it caused."""
         rows: list[Row] = [(row, _decode_row(payload)) for row, payload in batch]
         before = shared_cache().stats()

@@ -107,11 +107,18 @@ class LineEncoder:
             return [self._clean(child, where) for child in value]
         if value is None or isinstance(value, bool | int | float):
             return value
-        if isinstance(value, bytes | bytearray):
-            return bytes(value).decode("utf-8", "replace")
-        if hasattr(value, "isoformat"):
-            return self._clean(value.isoformat(), where)
-        return self._clean(str(value), where)
+        return self._clean(as_text(value), where)
+
+
+def as_text(value: Any) -> str:
+    """A value JSON has no type for (a Parquet timestamp, decimal or bytes) as the text the
+    output writes: ISO 8601 for a date or time, UTF-8 for bytes, else `str`. The Ray engine's
+    trip to its actors uses it too, so both engines write the same text."""
+    if isinstance(value, bytes | bytearray):
+        return bytes(value).decode("utf-8", "replace")
+    if hasattr(value, "isoformat"):
+        return str(value.isoformat())
+    return str(value)
 
 
 class JsonlWriter:

@@ -19,6 +19,7 @@ import math
 from typing import Any
 
 from fastapi import Request
+from starlette.requests import ClientDisconnect
 
 from assay.schema import MAX_CONTEXT_DOCUMENTS, looks_wide
 from assay.server.errors import ServerError
@@ -48,8 +49,12 @@ def _charset(content_type: str) -> str | None:
     return None
 
 
-async def read_json_body(request: Request, settings: ServerSettings) -> Any:
-    """The request's JSON value, refusing wrong types, oversized, slow and malformed bodies."""
+async def read_json_body(
+    request: Request, settings: ServerSettings, expected: str = "a JSON array of request items"
+) -> Any:
+    """The request's JSON value, refusing wrong types, oversized, slow and malformed bodies.
+
+    expected: what the route takes, for the message about an empty body."""
     content_type = request.headers.get("content-type")
     if not _is_json(content_type):
         got = content_type or "none"
@@ -66,7 +71,7 @@ async def read_json_body(request: Request, settings: ServerSettings) -> Any:
         raise ServerError(413, _too_big(int(declared), settings))
     raw = await _read_within_time(request, settings)
     if not raw.strip():
-        raise ServerError(400, "body is empty; send a JSON array of request items")
+        raise ServerError(400, f"body is empty; send {expected}")
     return parse_json(raw, settings.max_json_depth)
 
 
@@ -80,6 +85,12 @@ async def _read_within_time(request: Request, settings: ServerSettings) -> bytes
                 if size > settings.max_body_bytes:  # stop reading: a lying length or chunked body
                     raise ServerError(413, _too_big(size, settings))
                 chunks.append(chunk)
+    except ClientDisconnect:
+        # Nobody is left to answer; a quiet 400, not an unhandled error with two tracebacks
+        # in the log for every client that drops its connection.
+        raise ServerError(
+            400, f"the client left before sending the whole body ({size} bytes arrived)"
+        ) from None
     except TimeoutError:
         raise ServerError(
             408,

@@ -179,7 +179,7 @@ async def publish_detections(name: str, request: Request) -> dict[str, int]:
     if not access.allows(name):
         raise ServerError(404, f"application_name: no application {name!r} for this API key")
     settings = request.app.state.settings
-    body = await read_json_body(request, settings)
+    body = await read_json_body(request, settings, "a JSON object with model_name and items")
     items = body.get("items") if isinstance(body, dict) else None
     if isinstance(items, list):
         # The same limits as /v2/detect (413 naming the field), so a text the server would not

@@ -143,14 +143,20 @@ class Store:
 
     @contextmanager
     def _migration_lock(self) -> Iterator[None]:
-        """On SQLite, an exclusive lock on the database file while migrating (PostgreSQL takes
-        an advisory lock in the transaction): two servers starting on a new file both created
-        the tables, and one stopped with "table jobs already exists". `flock` is apart from
-        SQLite's own (fcntl) locks, so it does not block them."""
+        """On SQLite, an exclusive lock while migrating (PostgreSQL takes an advisory lock in
+        the transaction): two servers starting on a new file both created the tables, and one
+        stopped with "table jobs already exists".
+
+        The lock is on a file beside the database (`<db>.migrate-lock`), never on the database
+        itself: closing any handle of a file drops every fcntl lock the process holds on it,
+        SQLite's included, and another process opening and closing the database then took
+        itself for its last user and deleted the write-ahead log, with the writes the server had
+        answered for."""
         if not self.is_sqlite or self.sqlite_path is None:
             yield
             return
-        with self.sqlite_path.open("a+b") as handle:
+        lock = self.sqlite_path.with_name(f"{self.sqlite_path.name}.migrate-lock")
+        with lock.open("a+b") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             try:
                 yield

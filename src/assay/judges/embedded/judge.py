@@ -19,7 +19,7 @@ from assay.judges.embedded.signals import (
     relevance_features,
     shared_features,
 )
-from assay.judges.isolation import answer_each_item_sync, failure_of, item_groups
+from assay.judges.isolation import answer_each_item_sync, failure_of, item_groups, shutting_down
 from assay.schema import JudgeFailure
 
 logger = logging.getLogger(__name__)
@@ -64,6 +64,8 @@ class EmbeddedJudge(Judge):
         try:
             evidence = gather(self.encoder, questions, self.agreement)
         except Exception as error:
+            if shutting_down(error):
+                raise
             if len(item_groups(questions)) > 1:
                 # One item can break the encoder call for all (a text the tokenizer refuses):
                 # answer each item on its own so that only the item at fault is unscored.
