@@ -25,6 +25,7 @@ from assay import (
     APIConnectionError,
     APIError,
     APITimeoutError,
+    AssayError,
     AsyncClient,
     AuthenticationError,
     BadRequestError,
@@ -862,8 +863,9 @@ def test_remote_async_client_serves_a_second_event_loop(stub_server: StubServer)
 @pytest.mark.parametrize("job_id", [None, "", 7])
 def test_retrieving_a_job_without_an_id_says_so(job_id: Any, stub_server: StubServer) -> None:
     for client in (Client(), Client(base_url=stub_server.url, max_retries=0)):
-        with pytest.raises(ValueError, match="job_id must be the job_id text"):
+        with pytest.raises(ValueError, match="job_id: must be the job_id text") as caught:
             client.jobs.retrieve(job_id)
+        assert isinstance(caught.value, AssayError)  # as the TypeScript client's
     assert stub_server.requests == []
 
 

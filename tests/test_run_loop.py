@@ -318,7 +318,11 @@ def test_resuming_says_from_which_row_and_a_finished_output_is_not_overwritten(
     assert "wrote " not in again.stdout  # nothing was
     # Another run over a finished output is refused until --overwrite.
     assert other.returncode == 2
-    assert "holds a finished run; pass --overwrite to replace it" in one_error_line(other)
+    # It suggested --retry-failed as if for this input, which then failed ("row counts differ").
+    assert "holds a finished run of other input or options; pass --overwrite to replace it" in (
+        one_error_line(other)
+    )
+    assert "--retry-failed with that run's own input and options" in one_error_line(other)
     assert replaced.returncode == 0, replaced.stderr
     assert len(out.read_text().splitlines()) == 30
 

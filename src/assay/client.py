@@ -329,8 +329,9 @@ class _ClientBase:
 
     async def _retrieve_job(self, job_id: str) -> Job:
         if not isinstance(job_id, str) or not job_id:
-            raise ValueError(
-                f"job_id must be the job_id text a detect call returned, got {job_id!r}"
+            # An AssayError (and a ValueError), as the TypeScript client's is an AssayError.
+            raise RequestValidationError(
+                "job_id", f"must be the job_id text a detect call returned, got {job_id!r}"
             )
         if self.in_process:
             job = self._jobs.get(job_id)

@@ -229,6 +229,9 @@ def test_filters_narrow_items_charts_and_counts(
         ("model=model-a&model=model-b", "model: given more than once"),
         ("min_score=0.9&max_score=0.1", "min_score: 0.9 is above max_score (0.1)"),
         ("since=2026-03-02&until=2026-03-01", "since: &#39;2026-03-02&#39; is after until"),
+        # Digits of other scripts were read as numbers the form's fields could not show.
+        ("min_score=%D9%A1", "min_score: &#39;\u0661&#39; is not a number"),
+        ("page=%EF%BC%92", "page: &#39;\uff12&#39; is not a whole number"),
     ):
         answer = httpx.get(f"{live_server.url}/applications/shop?{query}", auth=("assay", API_KEY))
         assert answer.status_code == 422 and said in answer.text, answer.text

@@ -394,8 +394,9 @@ async def drive_run(
             ):
                 raise RequestValidationError(
                     "out",
-                    f"{output_path} holds a finished run; pass --overwrite to replace it, or "
-                    "--retry-failed to rescore its failed rows",
+                    f"{output_path} holds a finished run of other input or options; pass "
+                    "--overwrite to replace it, or --retry-failed with that run's own input "
+                    "and options to rescore its failed rows",
                 )
             sent_to = dict(control.publisher.target)
             checkpoint = Checkpoint(this_run, finished=True, publish_target=sent_to)

@@ -96,7 +96,9 @@ async def overview(request: Request) -> HTMLResponse:
 
 def _score_bound(text: str, name: str) -> float | None:
     try:
-        value = float(text)
+        # ASCII only, as the API's numbers: Python reads "١" (Arabic-Indic one) as 1, which the
+        # form's number field then cannot show, and a resubmitted form lost the filter.
+        value = float(text) if text.isascii() else float("x")
     except ValueError:
         raise ServerError(422, f"{name}: {text!r} is not a number") from None
     if not math.isfinite(value) or not 0.0 <= value <= 1.0:
@@ -117,7 +119,7 @@ def parse_filter(name: str, params: dict[str, str]) -> tuple[DetectionFilter, in
     if detector is not None and detector not in DETECTORS:
         raise ServerError(422, f"detector: unknown detector {detector!r}")
     try:
-        page = int(given.get("page", "1"))
+        page = int(given.get("page", "1")) if given.get("page", "1").isascii() else int("x")
     except ValueError:
         raise ServerError(422, f"page: {given['page']!r} is not a whole number") from None
     if page < 1:
