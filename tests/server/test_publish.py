@@ -286,7 +286,9 @@ def test_a_batch_the_server_finds_too_large_says_to_lower_the_batch_size(
 def published_item(key: str, detector: str = "output_relevance") -> dict[str, Any]:
     """An item with a result the detector could give (any result for an unknown detector)."""
     result = followed_result(detector) if detector in DETECTORS else {"score": 1.0}
-    return {"key": key, "generated_text": f"answer {key}", "results": {detector: result}}
+    # With the inputs its detector reads: without them no detector could have given it.
+    inputs = {"user_query": f"question {key}", "context": [f"document {key}"]}
+    return {"key": key, **inputs, "generated_text": f"answer {key}", "results": {detector: result}}
 
 
 def edited_item(probability: float | None = None, score: float | None = None) -> dict[str, Any]:
@@ -302,7 +304,7 @@ def edited_item(probability: float | None = None, score: float | None = None) ->
 
 def one_result(result: Any, detector: str = "output_relevance") -> dict[str, Any]:
     """A publish body of one item holding `result` as its only result."""
-    item = {"key": "1", "generated_text": "x", "results": {detector: result}}
+    item = {"key": "1", "user_query": "q", "generated_text": "x", "results": {detector: result}}
     return {"model_name": "m1", "run_id": "r", "items": [item]}
 
 
@@ -428,6 +430,27 @@ def test_one_run_published_to_two_applications_or_models_is_stored_in_each(
             "items[0].results.output_relevance.kind: is required",
         ),
         (
+            # Stored, though no detector gives a relevance result without a question.
+            "/v1/applications/nightly/detections",
+            {
+                "model_name": "m1",
+                "run_id": "r",
+                "items": [{**published_item("1"), "user_query": " "}],
+            },
+            422,
+            "items[0].user_query: missing or empty, but results.output_relevance needs it",
+        ),
+        (
+            "/v1/applications/nightly/detections",
+            {
+                "model_name": "m1",
+                "run_id": "r",
+                "items": [{**published_item("1", "completeness"), "context": []}],
+            },
+            422,
+            "items[0].context: missing or empty, but results.completeness needs it",
+        ),
+        (
             # JSON's words: it said "must be True".
             "/v1/applications/nightly/detections",
             one_result({"error": False, "kind": "timeout", "message": "slow"}),
@@ -497,6 +520,8 @@ def test_one_run_published_to_two_applications_or_models_is_stored_in_each(
         "unknown-detector",
         "unknown-detector-any-shape",
         "error-object-missing-fields",
+        "result-without-its-question",
+        "result-without-its-context",
         "error-flag-false",
         "bad-model-message",
         "bad-model",

@@ -106,6 +106,17 @@ def _parse(body: Any) -> PublishRequest:
         raise ServerError(422, f"{where}: {plain_message(first['type'], first['msg'])}") from None
     for index, item in enumerate(request.items):
         for name, result in item.results.items():
+            # A detector's result (or failure) comes from its inputs: with one missing no
+            # detector could have given it (/v2/detect answers such an item 422).
+            for field in DETECTORS[name].required_inputs:
+                value = getattr(item, field, None)
+                texts = value if isinstance(value, list) else [value]
+                if not any(isinstance(text, str) and text.strip() for text in texts):
+                    raise ServerError(
+                        422,
+                        f"items[{index}].{field}: missing or empty, but results.{name} needs "
+                        "it (its detector reads it)",
+                    )
             if isinstance(result, DetectorResult):
                 _check_result(result, name, f"items[{index}].results.{name}")
     first_at: dict[Any, int] = {}
