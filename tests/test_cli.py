@@ -481,3 +481,18 @@ def test_ctrl_c_while_the_command_starts_ends_without_a_traceback(delay: float) 
     assert process.returncode in (EXIT_INTERRUPTED, 0, -signal.SIGINT), (process.returncode, stderr)
     if process.returncode == EXIT_INTERRUPTED:
         assert stderr.strip().endswith("interrupted")
+
+
+def test_a_stopped_run_ignores_a_second_interrupt() -> None:
+    # A Ray run's workers share the terminal's process group: the signal they got as well broke
+    # Ray's shutdown at exit with a KeyboardInterrupt traceback (and exit code 0 or 139, not 130).
+    import subprocess
+    import sys
+
+    script = (
+        "import os, signal, sys; from assay.cli.common import ignore_further_interrupts; "
+        "ignore_further_interrupts(); os.kill(os.getpid(), signal.SIGINT); "
+        "os.kill(os.getpid(), signal.SIGTERM); sys.exit(130)"
+    )
+    stopped = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert stopped.returncode == 130 and "Traceback" not in stopped.stderr

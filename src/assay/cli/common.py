@@ -448,6 +448,15 @@ def print_usage(usage: Usage, rows_with_calls: int, rows: int, label: str = "LLM
     plain_console().print("; ".join(parts), soft_wrap=True)
 
 
+def ignore_further_interrupts() -> None:
+    """Once a run has stopped on Ctrl-C or SIGTERM and is saying so: a second signal (a Ray
+    run's workers share the terminal's process group) broke Ray's shutdown at exit with a
+    traceback. From the main thread only, as signal handlers are."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
 @contextmanager
 def terminate_as_interrupt() -> Iterator[None]:
     """SIGTERM (a container stop, `kill`) ends a run like Ctrl-C: said, not silent."""

@@ -35,6 +35,7 @@ from assay._sync import run_sync
 from assay.cli.common import (
     EXIT_INTERRUPTED,
     fail,
+    ignore_further_interrupts,
     note,
     outcome_code,
     plain_console,
@@ -302,6 +303,8 @@ def ood_command(
             progress.update(task, total=len(rows), completed=0)  # where this run starts
             with terminate_as_interrupt(), contextlib.suppress(KeyboardInterrupt):
                 results = run_sync(run(report))
+            if results is None:
+                ignore_further_interrupts()
         if results is None:  # interrupted; said once the progress bar has stopped
             raise fail(
                 f"interrupted after {probed} of {len(rows)} in-domain questions were probed; "

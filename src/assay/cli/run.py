@@ -21,6 +21,7 @@ from assay.cli.common import (
     EXIT_INTERRUPTED,
     EXIT_ROWS_ERRORED,
     fail,
+    ignore_further_interrupts,
     note,
     outcome_code,
     plain_console,
@@ -440,6 +441,7 @@ def _score(
         control.on_progress = on_progress
         with terminate_as_interrupt(), contextlib.suppress(KeyboardInterrupt):
             return run_sync(scored())
+        ignore_further_interrupts()
     # Interrupted; said once the progress bar has stopped, so the line is not drawn over.
     raise fail(_interrupted(output, done, total, retry_failed), EXIT_INTERRUPTED)
 
