@@ -117,8 +117,12 @@ def test_a_sqlite_file_with_tables_of_its_own_is_refused_and_left_as_it_was(
     path = tmp_path / "theirs.db"
     with sqlite3.connect(path) as connection:
         connection.execute("CREATE TABLE detections (x)")
+    connection.close()
+    before = path.read_bytes()
     with pytest.raises(ValueError, match=r"holds tables Assay did not make \(detections\)"):
         Store(f"sqlite:///{path}").migrate()
+    # Byte for byte: it was switched to SQLite's write-ahead log before being refused.
+    assert path.read_bytes() == before
     with sqlite3.connect(path) as connection:  # no half-built schema left behind
         names = connection.execute("SELECT name FROM sqlite_master").fetchall()
     assert names == [("detections",)]

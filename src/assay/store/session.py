@@ -105,6 +105,10 @@ class Store:
             raise ValueError(f"database URL {self.shown_url!r} is not usable: {error}") from None
         if self.is_sqlite:
             event.listen(self.engine, "connect", _sqlite_pragmas)
+            event.listen(self.engine, "connect", self._write_ahead_log)
+        #: Whether the database is known to be Assay's, so that it may be switched to SQLite's
+        #: write-ahead log (a file of someone else's, refused, is left as it was).
+        self._ours = False
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
 
     @property
@@ -130,6 +134,9 @@ class Store:
                     f"it holds tables Assay did not make ({', '.join(sorted(tables))}); give "
                     "Assay a database of its own"
                 )
+            if self.is_sqlite and not self._ours:
+                self._ours = True
+                connection.exec_driver_sql("PRAGMA journal_mode=WAL")
             config.attributes["connection"] = connection
             try:
                 command.upgrade(config, "head")
@@ -140,6 +147,14 @@ class Store:
                     f"it was written by a newer Assay ({error}); upgrade Assay to use it"
                 ) from None
         logger.info("database schema is current (%s)", self.shown_url)
+
+    def _write_ahead_log(self, connection: Any, _record: Any) -> None:
+        # WAL lets readers (dashboard) run while the worker writes. Set once the database is
+        # known to be Assay's (by `migrate`, or a store that never migrates, which reads only).
+        if self._ours:
+            cursor = connection.cursor()
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.close()
 
     @contextmanager
     def _migration_lock(self) -> Iterator[None]:
@@ -185,9 +200,8 @@ class Store:
 
 
 def _sqlite_pragmas(connection: Any, _record: Any) -> None:
-    # WAL lets readers (dashboard) run while the worker writes; foreign keys are off by default.
+    # Foreign keys are off by default. (The write-ahead log: `Store._write_ahead_log`.)
     cursor = connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute(f"PRAGMA busy_timeout={_SQLITE_BUSY_TIMEOUT_MS}")
