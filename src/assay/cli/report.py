@@ -30,6 +30,7 @@ from assay.runner.output import (
     check_writable,
     files_beside,
     iter_output_lines,
+    recorded_summary,
     summary_path_for,
 )
 from assay.schema import RequestValidationError
@@ -279,10 +280,8 @@ def _check_whole(output: Path, rows: int, gating: bool) -> None:
     """Refuse to gate (else warn about) an output with fewer or more rows than its run's summary
     counts: cut short or pasted together after the run, its gates would judge part of a run
     (they passed on its first 5 rows of 20)."""
-    try:
-        recorded = json.loads(summary_path_for(output).read_text(encoding="utf-8")).get("rows")
-    except (OSError, ValueError, AttributeError):
-        return  # no summary beside it (a copy, another tool's file): nothing to compare
+    # No summary beside it (a copy, another tool's file): nothing to compare.
+    recorded = recorded_summary(output).get("rows")
     if type(recorded) is not int or recorded == rows:
         return
     problem = (

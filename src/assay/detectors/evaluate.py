@@ -29,6 +29,7 @@ from assay.schema import (
     DetectRequestItem,
     InstructionResult,
     JudgeFailure,
+    PublishedItem,
     RequestValidationError,
     find_unencodable,
     followed,
@@ -164,7 +165,7 @@ def parse_item(raw: Any, index: int | None = None, *, registry: bool = True) -> 
                 f"unknown detector; known detectors: {known}",
             )
         for field in DETECTORS[name].required_inputs:
-            problem = _input_problem(item, field)
+            problem = input_problem(item, field)
             if problem:
                 raise RequestValidationError(
                     field_location(index, [field]), f"required by detector {name!r} but {problem}"
@@ -198,8 +199,9 @@ def parse_items(body: Any, *, registry: bool = True) -> list[DetectRequestItem]:
     return [parse_item(raw, index, registry=registry) for index, raw in enumerate(body)]
 
 
-def _input_problem(item: DetectRequestItem, field: str) -> str | None:
-    """What is wrong with a detector's required input, or None."""
+def input_problem(item: DetectRequestItem | PublishedItem, field: str) -> str | None:
+    """What is wrong with a detector's required input, or None (a detect item's, or a
+    published one's: no detector gives a result without its inputs)."""
     texts = item.context_documents() if field == "context" else [getattr(item, field)]
     texts = [t for t in texts if isinstance(t, str) and t.strip()]
     if not texts:

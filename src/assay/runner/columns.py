@@ -191,15 +191,16 @@ def check_detector_columns(
     fields needed and a `--map` that would give them. A file with no readable row passes: its
     rows are reported one by one.
     """
+    pairs = list(column_map)  # read twice below
     try:
-        _check_columns(path, list(column_map), detectors, sample_columns(path))
+        _check_columns(path, pairs, detectors, sample_columns(path))
     except RequestValidationError:
         if path.suffix.lower() in (*PARQUET_SUFFIXES, *CSV_SUFFIXES):
             raise
         # JSON Lines rows were sampled: a column the sample lacks may come later (the first
         # 1,000 rows without an answer refused a file whose later rows have one, as a CSV
         # with the same rows was not). Checked again on every row before refusing the file.
-        _check_columns(path, list(column_map), detectors, sample_columns(path, None))
+        _check_columns(path, pairs, detectors, sample_columns(path, None))
 
 
 def _check_columns(

@@ -40,7 +40,12 @@ from assay.runner.checkpoint import (
 )
 from assay.runner.io import Row, check_readable, has_rows, read_rows
 from assay.runner.lock import output_lock
-from assay.runner.output import check_output_path, iter_output_lines, summary_path_for
+from assay.runner.output import (
+    check_output_path,
+    iter_output_lines,
+    recorded_summary,
+    summary_path_for,
+)
 from assay.runner.publish import (
     PUBLISH_BATCH_SIZE,
     PublishCounts,
@@ -372,7 +377,7 @@ async def drive_run(
             # from the CLI or from Python (`run_file` replaced it).
             check_run_output(output_path)
         if checkpoint is None and output_path.exists() and keep:
-            recorded = _recorded_summary(output_path)
+            recorded = recorded_summary(output_path)
             finished = finished_fingerprint(output_path, summary=recorded)
             if finished == this_run:
                 settings = settings_fingerprint(scorer)
@@ -484,22 +489,13 @@ async def _write_output(
     save_checkpoint(checkpoint_path, checkpoint)
 
 
-def _recorded_summary(output_path: Path) -> dict[str, Any]:
-    """The summary next to `output_path` as written, or {} when there is none to read."""
-    try:
-        data = json.loads(summary_path_for(output_path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
 def finished_fingerprint(
     output_path: Path, key: str = "fingerprint", summary: Mapping[str, Any] | None = None
 ) -> str | None:
     """The fingerprint of the run whose summary sits next to `output_path`, if any (`key`
     "settings": that of its scorer's settings alone, see `settings_fingerprint`); summary:
     that summary when already read."""
-    value = (summary if summary is not None else _recorded_summary(output_path)).get(key)
+    value = (summary if summary is not None else recorded_summary(output_path)).get(key)
     return value if isinstance(value, str) else None
 
 

@@ -96,6 +96,15 @@ def summary_path_for(output_path: Path) -> Path:
     return output_path.with_name(f"{output_path.name}.summary.json")
 
 
+def recorded_summary(output_path: Path) -> dict[str, Any]:
+    """The summary next to `output_path` as written, or {} when there is none to read."""
+    try:
+        data = json.loads(summary_path_for(output_path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 def files_beside(output_path: Path | None, what: str) -> dict[str, Path | None]:
     """The files a run keeps beside its output (summary, checkpoint, lock), named for the
     messages of `check_not_overwriting` ("the --out file's summary"): a report or JUnit file

@@ -95,11 +95,11 @@ async def overview(request: Request) -> HTMLResponse:
 
 
 def _score_bound(text: str, name: str) -> float | None:
+    # ASCII only, as the API's numbers: Python reads "١" (Arabic-Indic one) as 1, which the
+    # form's number field then cannot show, and a resubmitted form lost the filter.
     try:
-        # ASCII only, as the API's numbers: Python reads "١" (Arabic-Indic one) as 1, which the
-        # form's number field then cannot show, and a resubmitted form lost the filter.
-        value = float(text) if text.isascii() else float("x")
-    except ValueError:
+        value = float(text.encode("ascii"))
+    except (UnicodeEncodeError, ValueError):
         raise ServerError(422, f"{name}: {text!r} is not a number") from None
     if not math.isfinite(value) or not 0.0 <= value <= 1.0:
         raise ServerError(422, f"{name}: {text!r} is outside 0 to 1")
@@ -119,8 +119,8 @@ def parse_filter(name: str, params: dict[str, str]) -> tuple[DetectionFilter, in
     if detector is not None and detector not in DETECTORS:
         raise ServerError(422, f"detector: unknown detector {detector!r}")
     try:
-        page = int(given.get("page", "1")) if given.get("page", "1").isascii() else int("x")
-    except ValueError:
+        page = int(given.get("page", "1").encode("ascii"))
+    except (UnicodeEncodeError, ValueError):
         raise ServerError(422, f"page: {given['page']!r} is not a whole number") from None
     if page < 1:
         raise ServerError(422, "page: must be 1 or more")

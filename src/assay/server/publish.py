@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from sqlalchemy.exc import IntegrityError
 
 from assay.detectors import DETECTORS
-from assay.detectors.evaluate import check_encodable, field_location, plain_message
+from assay.detectors.evaluate import check_encodable, field_location, input_problem, plain_message
 from assay.schema import (
     APPLICATION_NAME_PATTERN,
     APPLICATION_NAME_RULE,
@@ -109,13 +109,11 @@ def _parse(body: Any) -> PublishRequest:
             # A detector's result (or failure) comes from its inputs: with one missing no
             # detector could have given it (/v2/detect answers such an item 422).
             for field in DETECTORS[name].required_inputs:
-                value = getattr(item, field, None)
-                texts = value if isinstance(value, list) else [value]
-                if not any(isinstance(text, str) and text.strip() for text in texts):
+                if problem := input_problem(item, field):
                     raise ServerError(
                         422,
-                        f"items[{index}].{field}: missing or empty, but results.{name} needs "
-                        "it (its detector reads it)",
+                        f"items[{index}].{field}: {problem}, but results.{name} needs it (its "
+                        "detector reads it)",
                     )
             if isinstance(result, DetectorResult):
                 _check_result(result, name, f"items[{index}].results.{name}")

@@ -86,7 +86,7 @@ class _Tokens:
     #: Indices of capitalised words that do not start a sentence, a heading or a list item.
     names: frozenset[int]
     #: Each token's currency, for a price ("" for every other token).
-    units: tuple[str, ...] = ()
+    units: tuple[str, ...]
 
     @staticmethod
     @lru_cache(maxsize=4096)
