@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import subprocess
+import tempfile
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -20,6 +21,10 @@ from assay.detectors import DETECTORS
 from assay.judges import Judge, Question, Verdict, register_judge
 from assay.schema import JudgeFailure
 from assay.store.temporary_postgres import PostgresMissing, TemporaryPostgres
+
+# The LLM judge's call cache and probe records live under $XDG_CACHE_HOME by default: the
+# tests (and the commands they start) get their own, never the user's.
+os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="assay-tests-cache-")
 
 #: The databases the storage, job and API tests run on.
 BACKENDS = ("sqlite", "postgresql")

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from typer.testing import CliRunner
 from assay.cli import app
 from assay.command import EXIT_INTERRUPTED
 from assay.schema import MAX_TEXT_CHARS
-from conftest import start_interruptible
+from conftest import CannedResponse, StubServer, start_interruptible
 from published_instructions import COMPLETENESS, OUTPUT_RELEVANCE
 
 runner = CliRunner()
@@ -496,3 +497,59 @@ def test_a_stopped_run_ignores_a_second_interrupt() -> None:
     )
     stopped = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert stopped.returncode == 130 and "Traceback" not in stopped.stderr
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (["--llm", "model=gpt-4o"], "error: --llm: applies with --judge openai or cascade only"),
+        (["--no-cache"], "error: --cache/--no-cache (cache): applies with --judge openai"),
+        (["--judge", "openai", "--cascade-band", "0.2,0.8"], "applies with --judge cascade only"),
+    ],
+)
+def test_llm_flags_the_run_would_ignore_are_refused(
+    tmp_path: Path, flags: list[str], said: str
+) -> None:
+    # Without --judge openai they were ignored in silence: the embedded judge scored the rows,
+    # and a user took its verdicts for the LLM's.
+    data = tmp_path / "rows.jsonl"
+    data.write_text(json.dumps({"user_query": QUERY, "generated_text": RESPONSE}) + "\n")
+    env = {"ASSAY_JUDGE": ""}
+    for command in (["run", str(data), *flags], ["detect", "-q", QUERY, "-r", RESPONSE, *flags]):
+        result = runner.invoke(app, command, env=env)
+        assert result.exit_code == 2, result.output
+        assert said in result.stderr
+    assert not (tmp_path / "rows.scored.jsonl").exists()
+
+
+def test_a_flag_overrides_a_bad_variable_instead_of_failing_on_it(tmp_path: Path) -> None:
+    # A stale ASSAY_LLM_BASE_URL stopped the command though --llm base_url replaced it.
+    env = {"ASSAY_LLM_BASE_URL": "http://127.0.0.1:99999/v1", "ASSAY_LLM_MODEL": "m"}
+    command = ["detect", "-q", QUERY, "-r", RESPONSE, "--judge", "openai", "--dry-run"]
+    replaced = runner.invoke(app, [*command, "--llm", "base_url=http://127.0.0.1:9/v1"], env=env)
+    assert replaced.exit_code == 0, replaced.output
+    assert "http://127.0.0.1:9/v1" in replaced.stdout
+    # Not replaced, it is still named.
+    kept = runner.invoke(app, [*command, "--llm", "model=other"], env=env)
+    assert kept.exit_code == 2
+    assert "ASSAY_LLM_BASE_URL" in kept.stderr and "99999" in kept.stderr
+
+
+def test_ctrl_c_during_an_llm_judged_detect_says_so(stub_server: StubServer) -> None:
+    # It ended with exit 130 and not a word (the CLI framework swallows the interrupt).
+    held = threading.Event()
+    stub_server.probe = lambda body: CannedResponse(200, {}, hold=held)
+    command = [str(Path(sys.executable).with_name("assay")), "detect", "-q", QUERY, "-r"]
+    command += [RESPONSE, "--judge", "openai", "--llm", f"base_url={stub_server.url}/v1"]
+    process = start_interruptible([*command, "--llm", "model=m", "--no-cache"], dict(os.environ))
+    try:
+        deadline = time.monotonic() + 60
+        while not stub_server.probes and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert stub_server.probes, "the judge never called the endpoint"
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        held.set()
+    assert process.returncode == EXIT_INTERRUPTED, stderr
+    assert stderr.strip().endswith("error: interrupted: nothing was scored")

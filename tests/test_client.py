@@ -272,6 +272,28 @@ def test_detector_failure_propagates_under_all_or_none(failing_judge: str) -> No
     assert caught.value.failure.kind == "timeout"
 
 
+def test_a_server_answer_that_a_detector_failed_is_not_sent_again(
+    stub_server: StubServer,
+) -> None:
+    # The server retried its judge before answering: each retry judged the item again (a
+    # timed-out LLM judge, minutes each time).
+    failure = {"item": 0, "detector": "output_relevance", "kind": "timeout", "message": "slow"}
+    stub_server.reply(
+        *[CannedResponse(503, {"message": "detector failed", "failure": failure})] * 3
+    )
+    with pytest.raises(DetectorFailed) as caught:
+        Client(base_url=stub_server.url, max_retries=2).inference.detect(body=[relevance_item()])
+    assert caught.value.failure.kind == "timeout"
+    assert len(stub_server.requests) == 1
+    # A plain 503 (no detector named) is still retried.
+    stub_server.reply(*[CannedResponse(503, {"message": "busy"})] * 2, CannedResponse(200, CANNED))
+    [item] = Client(base_url=stub_server.url, max_retries=2).inference.detect(
+        body=[relevance_item()]
+    )
+    assert item.output_relevance is not None
+    assert len(stub_server.requests) == 4
+
+
 async def test_ignore_failures_reports_an_explicit_error(failing_judge: str) -> None:
     async with AsyncClient(judge=failing_judge) as client:
         response = await client.inference.detect(
@@ -401,6 +423,26 @@ def test_detect_needs_no_api_key_in_process(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.delenv("AIMON_API_KEY", raising=False)
     detect = Detect(["user_query", "generated_text"], RELEVANCE_CONFIG, api_key=None)
     assert detect.publish is False
+
+
+def test_detect_sends_assay_api_key_before_aimons(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every Client sends $ASSAY_API_KEY; a leftover AIMon key must not win over it.
+    monkeypatch.setenv("ASSAY_API_KEY", "assay-key")
+    monkeypatch.setenv("AIMON_API_KEY", "aimon-key")
+    both = Detect(["user_query", "generated_text"], RELEVANCE_CONFIG, base_url="http://127.0.0.1:9")
+    assert both._client.auth_header == "Bearer assay-key"
+    monkeypatch.delenv("ASSAY_API_KEY")
+    aimon = Detect(
+        ["user_query", "generated_text"], RELEVANCE_CONFIG, base_url="http://127.0.0.1:9"
+    )
+    assert aimon._client.auth_header == "Bearer aimon-key"
+    given = Detect(
+        ["user_query", "generated_text"],
+        RELEVANCE_CONFIG,
+        api_key="given",
+        base_url="http://127.0.0.1:9",
+    )
+    assert given._client.auth_header == "Bearer given"
 
 
 def test_async_mode_implies_publish_and_fills_the_item() -> None:
@@ -858,6 +900,23 @@ def test_remote_async_client_serves_a_second_event_loop(stub_server: StubServer)
         assert item.output_relevance is not None
     asyncio.run(client.aclose())
     assert len(stub_server.requests) == 2
+
+
+def test_an_event_loop_that_ends_closes_the_async_clients_pool(stub_server: StubServer) -> None:
+    # Each test of pytest-asyncio has its own loop: the pool a loop opened was left open when
+    # the loop ended, its keep-alive sockets reported as unclosed (ResourceWarning).
+    stub_server.reply(CannedResponse(200, CANNED), CannedResponse(200, CANNED))
+    client = AsyncClient(base_url=stub_server.url, max_retries=0)
+    pools = []
+
+    async def detect() -> None:
+        await client.inference.detect(body=[relevance_item()])
+        pools.append(client._http)
+
+    asyncio.run(detect())
+    assert pools[0] is not None and pools[0].is_closed
+    asyncio.run(detect())
+    assert pools[1] is not pools[0] and pools[1] is not None and pools[1].is_closed
 
 
 @pytest.mark.parametrize("job_id", [None, "", 7])

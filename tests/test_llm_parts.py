@@ -207,6 +207,21 @@ def test_estimate_counts_calls_per_strategy_and_skips_cached_ones(tmp_path: Path
     assert estimate.prompt_tokens > 0 and estimate.completion_tokens == 2 + 4 * 6
 
 
+def test_an_estimate_with_the_cache_off_still_reads_the_last_probe(tmp_path: Path) -> None:
+    # --dry-run --no-cache said "no probe of this endpoint is on record" and counted one call
+    # where the endpoint, as its probe had found, needs `votes` sampled calls.
+    asked = [question(c, "one") for c in ("a", "b", "c", "d")]
+    path = tmp_path / "calls.sqlite3"
+    settings = LLMSettings(cache=False, cache_path=path, votes=3)
+    assert estimate_cost(settings, asked, None).logprobs is None
+    assert not path.exists()  # nothing on record: the file is not made by an estimate
+    CallCache(path, ttl=60).put(
+        record_key(settings), Capabilities("json_object", False, "served-model").to_json()
+    )
+    estimate = estimate_cost(settings, asked, None)
+    assert (estimate.logprobs, estimate.calls, estimate.cached_calls) == (False, 3, 0)
+
+
 def test_estimate_counts_votes_when_the_last_probe_found_no_logprobs(tmp_path: Path) -> None:
     asked = [question(c, r) for r in ("one", "two") for c in ("a", "b")]
     for strategy, calls_per_vote in (("fields", 2), ("per_instruction", 4)):

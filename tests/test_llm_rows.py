@@ -15,6 +15,7 @@ import pytest
 
 from assay.detectors import DETECTORS
 from assay.detectors.evaluate import detect_items, parse_items, questions_for
+from assay.judges import get_judge
 from assay.judges.cache import CallCache
 from assay.judges.openai.probe import PROBE_USER
 from assay.runner import RunOptions, run_file
@@ -141,16 +142,25 @@ async def test_capabilities_are_probed_once_on_a_known_good_request_and_logged(
     )
 
 
-async def test_a_failed_probe_teaches_nothing_and_the_next_row_probes_again(
-    stub_server: StubServer,
+@pytest.mark.parametrize("status", [503, 429])
+async def test_a_failed_probe_stands_for_a_while_then_the_next_row_probes_again(
+    stub_server: StubServer, status: int
 ) -> None:
     use_judge(stub_server, max_attempts=1)
     healthy = probe_answer()
-    outages = [CannedResponse(503, {"error": "warming up"})]
+    outages = [CannedResponse(status, {"error": "warming up"})]
     stub_server.probe = lambda body: outages.pop() if outages else healthy(body)
     stub_server.reply(rubric_reply(PROBABILITIES))
     down = await relevance()
-    assert down["kind"] == "transport" and not stub_server.requests
+    assert down["kind"] == ("transport" if status == 503 else "rate_limited")
+    assert not stub_server.requests
+    # Within REPROBE_AFTER_SECONDS a row fails at once, with no call: an endpoint failing every
+    # retry cost each row its own probe and retries (80 calls for 10 rows).
+    again = await relevance()
+    assert again["kind"] == down["kind"] and len(stub_server.probes) == 1
+    # Once that time is up, the next row probes again and is judged: a failed probe taught
+    # nothing about what the endpoint can do.
+    get_judge("openai").endpoint._unreachable = None  # type: ignore[attr-defined]  # time is up
     assert probabilities(await relevance()) == PROBABILITIES
     assert len(stub_server.probes) == 2 and stub_server.requests[0].body["logprobs"] is True
 

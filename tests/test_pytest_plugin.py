@@ -6,16 +6,21 @@ installs Assay gets it, and judge with the real embedded judge.
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from fractions import Fraction
 from importlib.metadata import entry_points
 from pathlib import Path
 
 # Loaded before the inner runs: pytester takes modules an inner run imports out of sys.modules
 # afterwards, and numpy's C extension cannot be loaded twice in one process (run alone, this
 # file's second inner run failed with "cannot load module more than once per process").
+import httpcore  # noqa: F401  (httpx imports it on first use: an inner run would drop it)
 import numpy  # noqa: F401
 import onnxruntime  # noqa: F401
 import pytest
 
+from assay import AsyncClient
 from assay.pytest_plugin import AssayClient, assert_detect
 from published_instructions import OUTPUT_RELEVANCE
 
@@ -114,7 +119,7 @@ def test_per_detector_thresholds_and_the_default_detectors_from_the_inputs_given
     )
 
 
-def test_a_detector_that_cannot_score_fails_the_test_with_its_error(
+def test_a_detector_that_cannot_score_fails_the_test_as_an_error_not_a_verdict(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytester.makeconftest(
@@ -132,16 +137,33 @@ def test_a_detector_that_cannot_score_fails_the_test_with_its_error(
     )
     pytester.makepyfile(
         f"""
+        import pytest
+        from assay import DetectorFailed
+
         def test_scored_by_a_broken_judge(assay):
             assay.assert_detect({ON_TOPIC!r}, user_query={QUERY!r})
+
+        def test_the_outage_can_be_told_apart(assay):
+            with pytest.raises(DetectorFailed) as error:
+                assay.assert_detect({ON_TOPIC!r}, user_query={QUERY!r})
+            assert error.value.detector == "output_relevance"
+            assert error.value.failure.kind == "transport"
+            assert not isinstance(error.value, AssertionError)
         """
     )
     monkeypatch.setenv("ASSAY_JUDGE", "unreachable")
 
     result = run(pytester)
 
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*output_relevance: error (transport): *connection refused*"])
+    result.assert_outcomes(failed=1, passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*DetectorFailed: detector 'output_relevance' failed: transport: connection refused",
+            "*assay: output_relevance could not be scored (no verdict)",
+            "*output_relevance: error (transport): *connection refused*",
+        ]
+    )
+    assert "did not reach min_score" not in result.stdout.str()
 
 
 def test_the_fixture_talks_to_the_server_named_by_assay_base_url(
@@ -184,6 +206,9 @@ def test_bad_arguments_are_value_errors_naming_what_is_wrong() -> None:
             assert_detect(ON_TOPIC, user_query=QUERY, min_score=wrong)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="no detector has the inputs given"):
         assert_detect(ON_TOPIC)
+    # assert_detect waits for its answer: an AsyncClient's detect would hand back a coroutine.
+    with pytest.raises(TypeError, match="client: expected an assay.Client .* got AsyncClient"):
+        assert_detect(ON_TOPIC, user_query=QUERY, client=AsyncClient())  # type: ignore[arg-type]
     # A misspelt detector is named as such (min_score's correctly spelt key was blamed).
     for detectors in ("output_relevence", ["output_relevence"]):
         with pytest.raises(ValueError, match="detectors: unknown detector 'output_relevence'"):
@@ -193,6 +218,33 @@ def test_bad_arguments_are_value_errors_naming_what_is_wrong() -> None:
                 detectors=detectors,
                 min_score={"output_relevance": 0.9},
             )
+
+
+def test_any_real_number_is_a_threshold() -> None:
+    # numpy's scalars and fractions are numbers too (np.float32 was refused).
+    for threshold in (numpy.float32(0.5), numpy.int64(0), Fraction(1, 2)):
+        result = assert_detect(ON_TOPIC, user_query=QUERY, min_score=threshold)  # type: ignore[arg-type]
+        assert result["output_relevance"]["score"] >= 0.5
+
+
+def test_loading_the_plugin_imports_nothing_of_assays_judging() -> None:
+    # The plugin loads in every pytest run of an environment with Assay; the client, the
+    # detectors and their dependencies wait until a test asks for them.
+    code = (
+        "import sys, assay.pytest_plugin as p; "
+        "print(sorted(m for m in sys.modules if m.startswith(('assay.', 'httpx', 'pydantic'))))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert loaded.strip() == "['assay.pytest_plugin']"
+    assert p_attributes_resolve()
+
+
+def p_attributes_resolve() -> bool:
+    import assay.pytest_plugin as plugin
+
+    return plugin.assert_detect is assert_detect and plugin.AssayClient is AssayClient
 
 
 def test_assert_detect_returns_the_result_when_it_passes() -> None:

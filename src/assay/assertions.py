@@ -1,24 +1,19 @@
-"""pytest plugin: judge LLM outputs inside ordinary tests.
-
-Installed with Assay (entry point `pytest11`), it gives every test suite:
-
-- the `assay` fixture: an `AssayClient` (a `Client`) that runs in-process on the default judge,
-  or talks to an Assay server when `$ASSAY_BASE_URL` (or `$CLIENT_BASE_URL`) is set;
-- `assert_detect(...)` (also `assay.assert_detect(...)`): score one response and fail the test
-  when a detector's score is below its threshold, with the instruction breakdown (which
-  instruction failed, its follow_probability and the judge's explanation) in the message.
+"""`assert_detect`: score one response and fail the calling test unless every detector reaches
+its threshold. The pytest plugin (`assay.pytest_plugin`) gives it as the `assay` fixture's method;
+`from assay.pytest_plugin import assert_detect` gives it without the fixture.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import numbers
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-import pytest
-
-from assay.client import Client, DetectResponseItem
+from assay.client import AsyncClient, Client, DetectResponseItem
 from assay.decorator import wire_context
 from assay.detectors import DETECTORS, detectors_for_inputs
+from assay.runner.gates import describe_result, meets
+from assay.schema import DetectorFailed, JudgeFailure
 
 #: Score a detector must reach when no `min_score` is given (the runner's pass mark too).
 DEFAULT_MIN_SCORE = 0.7
@@ -66,7 +61,7 @@ def _thresholds(names: Sequence[str], min_score: float | Mapping[str, float]) ->
         given = dict.fromkeys(names, min_score)
     for name, threshold in given.items():
         # bool is an int to Python, but True as a threshold is a mistake, not 1.0.
-        if isinstance(threshold, bool) or not isinstance(threshold, int | float):
+        if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real):
             raise ValueError(
                 f"min_score for {name} must be a number from 0 to 1, got {threshold!r}"
             )
@@ -82,10 +77,14 @@ def _failure_message(
     generated_text: str,
     user_query: str | None,
 ) -> str:
-    # Imported here: the plugin loads in every pytest run, and runner/ is only needed on failure.
-    from assay.runner.gates import describe_result
-
-    lines = [f"assay: {', '.join(failing)} did not reach min_score"]
+    errored = [name for name in failing if _errored(response.get(name))]
+    below = [name for name in failing if name not in errored]
+    headings = []
+    if below:
+        headings.append(f"{', '.join(below)} did not reach min_score")
+    if errored:
+        headings.append(f"{', '.join(errored)} could not be scored (no verdict)")
+    lines = [f"assay: {'; '.join(headings)}"]
     if user_query is not None:
         lines.append(f"query:    {_quote(user_query)}")
     lines.append(f"response: {_quote(generated_text)}")
@@ -101,11 +100,14 @@ def _failure_message(
     return "\n".join(lines)
 
 
+def _errored(result: Any) -> bool:
+    """True when a detector gave no score: an error object in its place, or nothing."""
+    return not isinstance(result, Mapping) or result.get("error") is True
+
+
 def _passes(result: Any, threshold: float) -> bool:
-    """True when `result` is a score (not an error) at or above `threshold`."""
-    if not isinstance(result, Mapping) or result.get("error") is True:
-        return False
-    return float(result["score"]) >= threshold
+    """True when `result` is a score (not an error) that meets `threshold` (the gates' rule)."""
+    return not _errored(result) and meets(float(result["score"]), threshold)
 
 
 def assert_detect(
@@ -129,10 +131,17 @@ def assert_detect(
     client: the Client to use (the `assay` fixture's); default a new in-process-or-remote one.
     explain: ask for explanations, so the failure message says why an instruction failed.
     Returns the response item (detector name -> result) when the test should go on. Raises
-    AssertionError with the instruction breakdown when a detector is below its threshold or
-    errored; ValueError for a bad argument.
+    AssertionError with the instruction breakdown when a detector is below its threshold;
+    DetectorFailed (an error, not a verdict: the judge or server could not score) when a
+    detector errored, with the same breakdown as a note; ValueError or TypeError for a bad
+    argument.
     """
     __tracebackhide__ = True  # pytest shows the caller's line, not this helper's
+    if client is not None and (isinstance(client, AsyncClient) or not isinstance(client, Client)):
+        raise TypeError(
+            f"client: expected an assay.Client (assert_detect waits for its answer), got "
+            f"{type(client).__name__}"
+        )
     names = _detector_names(detectors, user_query, context)
     thresholds = _thresholds(names, min_score)
     item: dict[str, Any] = {
@@ -155,11 +164,22 @@ def assert_detect(
     failing = [
         name for name, threshold in thresholds.items() if not _passes(response.get(name), threshold)
     ]
-    if failing:
-        raise AssertionError(
-            _failure_message(response, thresholds, failing, generated_text, user_query)
-        )
-    return response
+    if not failing:
+        return response
+    message = _failure_message(response, thresholds, failing, generated_text, user_query)
+    errored = [name for name in failing if _errored(response.get(name))]
+    if not errored:
+        raise AssertionError(message)
+    # A judge or server that could not score is not a failed check: CI can tell them apart.
+    result = response.get(errored[0])
+    failure = (
+        JudgeFailure(str(result.get("kind", "judge_error")), str(result.get("message", "")))
+        if isinstance(result, Mapping)
+        else JudgeFailure("judge_error", "no result came back")
+    )
+    error = DetectorFailed(errored[0], failure)
+    error.add_note(message)
+    raise error
 
 
 class AssayClient(Client):
@@ -186,14 +206,3 @@ class AssayClient(Client):
             client=self,
             explain=explain,
         )
-
-
-@pytest.fixture
-def assay() -> Iterator[AssayClient]:
-    """An Assay client for the test: in-process on the default judge (`$ASSAY_JUDGE`, else the
-    embedded one), or remote when `$ASSAY_BASE_URL` / `$CLIENT_BASE_URL` names a server."""
-    client = AssayClient()
-    try:
-        yield client
-    finally:
-        client.close()

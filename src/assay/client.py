@@ -24,7 +24,7 @@ import logging
 import os
 import uuid
 from collections import OrderedDict
-from collections.abc import Coroutine, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Coroutine, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from functools import cached_property
 from types import TracebackType
@@ -45,7 +45,7 @@ from assay.resources import (
     Jobs,
 )
 from assay.responses import DetectResponse, DetectResponseItem, Job, JobWaitTimeout
-from assay.retries import GaveUp, RetryPolicy, retry
+from assay.retries import GaveUp, Retryable, RetryPolicy, retry
 from assay.schema import DetectorFailed, DetectRequestItem, JudgeFailure, RequestValidationError
 from assay.transport import (
     APIConnectionError,
@@ -143,6 +143,15 @@ def _detector_failed(body: Any) -> DetectorFailed | None:
     return DetectorFailed(detector, JudgeFailure(kind, message), place)
 
 
+def _worth_retrying(error: Exception) -> Retryable | None:
+    """`classify`, except for an answer that a detector failed: the server retried its judge
+    before giving it, and sending the item again would judge it again (a timed-out LLM judge,
+    minutes more each time)."""
+    if isinstance(error, APIError) and _detector_failed(error.body) is not None:
+        return None
+    return classify(error)
+
+
 def resolve_base_url(base_url: str | None) -> str | None:
     """The server to talk to: `base_url`, else `$ASSAY_BASE_URL`, else `$CLIENT_BASE_URL`;
     None (run in-process) when none is set."""
@@ -214,6 +223,7 @@ class _ClientBase:
         # Created on first remote call, in the event loop that makes it.
         self._http: httpx.AsyncClient | None = None
         self._http_loop: asyncio.AbstractEventLoop | None = None
+        self._http_keeper: AsyncGenerator[None, None] | None = None
         # In-process jobs: async_mode items scored at once, kept for `jobs.retrieve` (the
         # IN_PROCESS_JOBS most recent: a long-lived client must not grow without bound).
         self._jobs: OrderedDict[str, Job] = OrderedDict()
@@ -274,19 +284,24 @@ class _ClientBase:
             self._jobs.popitem(last=False)
         return {"message": ACCEPTED_IN_PROCESS, "status": 200, "job_id": job_id}
 
-    def _http_client(self) -> httpx.AsyncClient:
+    async def _http_client(self) -> httpx.AsyncClient:
         # Connections belong to the event loop that opened them: used from another loop (a
-        # second asyncio.run), the client opens a fresh pool; the old loop's is left behind.
+        # second asyncio.run, a test's own loop), the client opens a fresh pool. Each pool is
+        # held by an async generator started in its loop, which the loop closes when it shuts
+        # down (asyncio.run and pytest-asyncio finalise a loop's async generators before closing
+        # it), so the pool is closed there, not left open with its sockets.
         loop = asyncio.get_running_loop()
         if self._http is None or self._http_loop is not loop:
             self._http = httpx.AsyncClient(timeout=httpx.Timeout(self.timeout))
             self._http_loop = loop
+            self._http_keeper = _closed_with_its_loop(self._http)
+            await anext(self._http_keeper)
         return self._http
 
     async def _request(self, method: str, path: str, payload: Any = None) -> Any:
         """One call to the server, retried by the shared policy; its decoded JSON body."""
         assert self.base_url is not None
-        http, url, headers = self._http_client(), self.base_url + path, self._headers()
+        http, url, headers = await self._http_client(), self.base_url + path, self._headers()
         if (problem := url_problem(url)) is not None:  # no retry can fix it
             raise APIConnectionError(f"could not send the request (check base_url): {problem}")
 
@@ -302,7 +317,7 @@ class _ClientBase:
 
         policy = RetryPolicy(attempts=self.max_retries + 1)
         try:
-            return await retry(attempt, policy, classify, what=f"{method} {url}")
+            return await retry(attempt, policy, _worth_retrying, what=f"{method} {url}")
         except GaveUp as gave_up:
             # Keep the error's own cause (the httpx failure), not the retry loop's.
             raise gave_up.error from gave_up.error.__cause__
@@ -396,9 +411,17 @@ class _ClientBase:
         return body
 
     async def _close_http(self) -> None:
-        if self._http is not None and self._http_loop is asyncio.get_running_loop():
-            await self._http.aclose()
-        self._http = self._http_loop = None
+        if self._http_keeper is not None and self._http_loop is asyncio.get_running_loop():
+            await self._http_keeper.aclose()  # closes the pool
+        self._http = self._http_loop = self._http_keeper = None
+
+
+async def _closed_with_its_loop(http: httpx.AsyncClient) -> AsyncGenerator[None, None]:
+    """Holds `http` open until closed: by the client, or by its loop's shutdown."""
+    try:
+        yield
+    finally:
+        await http.aclose()
 
 
 class Client(_ClientBase):

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, ParamSpec, overload
 
 from assay._sync import run_sync
-from assay.client import AsyncClient, Client, DetectResponseItem, resolve_base_url
+from assay.client import API_KEY_ENV, AsyncClient, Client, DetectResponseItem, resolve_base_url
 from assay.detectors import DETECTORS, detectors_for_inputs
 from assay.detectors.evaluate import detect_items, parse_item
 from assay.resources import AsyncJobs, Jobs
@@ -79,8 +79,9 @@ class Detect:
         "instructions" is accepted for AIMon compatibility, but only a None value is: the
         detectors judge their own published instructions.
     config: detector name -> options, e.g. `{"output_relevance": {"detector_name": "default"}}`.
-    api_key: sent as `Authorization: Bearer <api_key>` to a server; default `$AIMON_API_KEY`;
-        not needed in-process.
+    api_key: sent as `Authorization: Bearer <api_key>` to a server; default `$ASSAY_API_KEY`
+        (as every `Client`), else `$AIMON_API_KEY` (what AIMon's snippets set); not needed
+        in-process.
     async_mode: ask the server to score in the background (implies `publish`).
     publish: ask the server to store the results (needs `application_name` and `model_name`).
     application_name: the application the results are stored under when publishing.
@@ -138,7 +139,10 @@ class Detect:
                     f"{error.message}); add it and return it from the function",
                 ) from None
             raise
-        key = api_key if api_key is not None else os.environ.get("AIMON_API_KEY")
+        # $ASSAY_API_KEY first, as every Client reads it; AIMon's variable only when it is unset.
+        key = api_key
+        if key is None and not os.environ.get(API_KEY_ENV, "").strip():
+            key = os.environ.get("AIMON_API_KEY")
         self._client_args: dict[str, Any] = {
             "auth_header": f"Bearer {key}" if key else None,
             "base_url": base_url,

@@ -241,3 +241,14 @@ async def test_the_llm_judge_gets_query_and_reply_as_enveloped_data(
     assert reply.count("</response>") == 1 and reply.endswith("</response>")
     assert "&lt;/response>" in reply and "&lt;instructions>" in reply
     assert "<|im_start|>" not in reply and "(im_start)" in reply
+
+
+async def test_placeholder_probes_are_dropped(stub_server: StubServer) -> None:
+    # SmolLM2 wrote "..." as a probe; it went to the system under test and was judged.
+    written = '{"probes": [{"text": "...", "kind": "near_domain"}, "?", "What is a good lasagna recipe?"]}'
+    stub_server.reply(CannedResponse(200, completion(written)))
+    request = ProbeRequest(profile_from_mapping(BANK_PROFILE), 3, 0.7, 1)
+    probes = (await LLMProbeGenerator(endpoint(stub_server)).generate(request)).probes
+    assert [p.text for p in probes][0] == "What is a good lasagna recipe?"
+    assert all(any(c.isalpha() for c in p.text) for p in probes)
+    assert len(probes) == 3 and all(p.fallback == "llm_short" for p in probes[1:])

@@ -16,6 +16,7 @@ import {
   checkedOption,
   MAX_TIMER_MS,
   requestJSON,
+  shown,
   sleep,
   type RequestOptions,
   type ShapeCheck,
@@ -53,10 +54,11 @@ export interface JobWaitOptions {
 /** How to reach the server. */
 export interface ClientOptions {
   /** `Authorization` header value, e.g. `Bearer <key>`; default `Bearer $ASSAY_API_KEY` when
-   * that is set, else none (fine for a server run with `--no-auth`). */
+   * that is set, else none (fine for a server run with `--no-auth`). An empty one is refused. */
   authHeader?: string;
   /** Server root; default `$ASSAY_BASE_URL`, then `$CLIENT_BASE_URL`, then
-   * `http://127.0.0.1:8000`. */
+   * `http://127.0.0.1:8000`. Refused when it has a query or fragment, credentials, or a port
+   * `fetch` will not connect to. */
   baseURL?: string;
   /** Milliseconds each attempt may take (default 150000). */
   timeout?: number;
@@ -69,17 +71,46 @@ function environment(name: string): string | undefined {
   return value?.trim() ? value.trim() : undefined;
 }
 
+/**
+ * Ports `fetch` refuses to connect to (the Fetch Standard's "bad ports", as undici lists them):
+ * refused in the constructor, since every request to one would fail.
+ */
+const BAD_PORTS = new Set([
+  1, 7, 9, 11, 13, 15, 17, 19, 20, 21, 22, 23, 25, 37, 42, 43, 53, 69, 77, 79, 87, 95, 101, 102,
+  103, 104, 109, 110, 111, 113, 115, 117, 119, 123, 135, 137, 139, 143, 161, 179, 389, 427, 465,
+  512, 513, 514, 515, 526, 530, 531, 532, 540, 548, 554, 556, 563, 587, 601, 636, 989, 990, 993,
+  995, 1719, 1720, 1723, 2049, 3659, 4045, 4190, 5060, 5061, 6000, 6566, 6665, 6666, 6667, 6668,
+  6669, 6679, 6697, 10080,
+]);
+
+/**
+ * The server root without surrounding whitespace or trailing slashes; an AssayError for one
+ * that every request would fail on (`fetch` refuses it, or the paths would land in its query).
+ */
 function checkedBaseURL(value: string): string {
+  const trimmed = String(value).trim();
+  const fail = (problem: string) => new AssayError(`baseURL: ${JSON.stringify(value)} ${problem}`);
   let url: URL;
   try {
-    url = new URL(value);
+    url = new URL(trimmed);
   } catch {
-    throw new AssayError(`baseURL: ${JSON.stringify(value)} is not an absolute URL`);
+    throw fail("is not an absolute URL");
   }
   if (url.protocol !== "http:" && url.protocol !== "https:") {
-    throw new AssayError(`baseURL: ${JSON.stringify(value)} must start with http:// or https://`);
+    throw fail("must start with http:// or https://");
   }
-  return value.replace(/\/+$/, "");
+  // Checked on the text: `new URL("http://h/?").search` is empty, yet the paths would follow
+  // the "?".
+  if (trimmed.includes("?") || trimmed.includes("#")) {
+    throw fail("must not have a query (?) or fragment (#): request paths are appended to it");
+  }
+  if (url.username !== "" || url.password !== "") {
+    throw fail("must not hold credentials (fetch refuses them): pass the key as authHeader");
+  }
+  if (BAD_PORTS.has(Number(url.port))) {
+    throw fail(`has port ${url.port}, which fetch refuses to connect to`);
+  }
+  return trimmed.replace(/\/+$/, "");
 }
 
 /**
@@ -91,6 +122,13 @@ function checkedAuthHeader(header: string | undefined): string | undefined {
     return undefined;
   }
   const trimmed = String(header).trim();
+  // Refused rather than sent empty or swapped for $ASSAY_API_KEY: as in the Python client, only
+  // an absent header falls back to the environment.
+  if (trimmed === "") {
+    throw new AssayError(
+      "authHeader: is empty; pass 'Bearer <key>', or leave it out to use $ASSAY_API_KEY",
+    );
+  }
   for (let position = 0; position < trimmed.length; position++) {
     const code = trimmed.charCodeAt(position);
     if (!((code >= 0x20 && code <= 0x7e) || code === 0x09)) {
@@ -110,7 +148,7 @@ function checkedAuthHeader(header: string | undefined): string | undefined {
 /** `value` if it is a number above zero (Infinity included: wait without end); NaN is not. */
 function checkedWaitOption(name: "timeoutMs" | "pollIntervalMs", value: number): number {
   if (!(typeof value === "number" && value > 0)) {
-    throw new AssayError(`${name}: expected a number of milliseconds > 0, got ${String(value)}`);
+    throw new AssayError(`${name}: expected a number of milliseconds > 0, got ${shown(value)}`);
   }
   return value;
 }
@@ -130,11 +168,21 @@ function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
-/** `/v2/detect` answers a list of objects, one per item (a single object is read as one). */
-const detectAnswer: ShapeCheck = (json) =>
-  isObject(json) || (Array.isArray(json) && json.every(isObject))
-    ? undefined
-    : "something other than a JSON array of objects";
+/**
+ * `/v2/detect` answers a list of objects, one per item sent (a single object is read as a list
+ * of one): a caller indexing a shorter answer would fail far from here.
+ */
+function detectAnswer(sent: number): ShapeCheck {
+  return (json) => {
+    const items = isObject(json) ? [json] : json;
+    if (!Array.isArray(items) || !items.every(isObject)) {
+      return "something other than a JSON array of objects";
+    }
+    return items.length === sent
+      ? undefined
+      : `${items.length} item(s) for the ${sent} item(s) sent`;
+  };
+}
 
 /** A job is an object whose `state` is text. */
 const jobAnswer: ShapeCheck = (json) =>
@@ -166,6 +214,9 @@ export class Inference {
    * @param body request items in the wire's snake_case (a single item is sent as a list).
    * @param options per-request timeout, retries or abort signal.
    * @returns one response item per request item, in order.
+   * @throws DetectorFailedError when a detector failed under `must_compute: "all_or_none"`;
+   *   a plain APIError when the answer does not hold one object per item sent; APIError
+   *   subclasses by status, or APIConnectionError, as for any request.
    */
   async detect(
     body: DetectRequestItem[] | DetectRequestItem,
@@ -178,7 +229,7 @@ export class Inference {
       "/v2/detect",
       items,
       options,
-      detectAnswer,
+      detectAnswer(items.length),
     );
     return Array.isArray(answer) ? answer : [answer];
   }

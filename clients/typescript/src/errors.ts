@@ -1,12 +1,35 @@
 /**
- * Errors the client throws. Every HTTP error carries the server's own `message` (the server
- * answers errors as `{"message": ..., "status": ...}`) and its status, so callers can branch on
- * the class and show the server's words. The hierarchy matches the Python client's: a 422 is
- * also a `BadRequestError`, and a request that got no answer (`APIConnectionError`,
- * `APITimeoutError`) is also an `APIError`, with `status` and `headers` undefined.
+ * Errors the client throws. The server answers errors as `{"message": ..., "status": ...}`; an
+ * HTTP error's `message` is its status and the server's message (`"422 [0].config: ..."`, as in
+ * AIMon's SDK), its `status` the status and its `body` the parsed body, so callers can branch
+ * on the class and show the server's words (`body.message`). The hierarchy matches the Python
+ * client's: a 422 is also a `BadRequestError`, and a request that got no answer
+ * (`APIConnectionError`, `APITimeoutError`) is also an `APIError`, with `status` and `headers`
+ * undefined. A detector that failed under `must_compute: "all_or_none"` is a
+ * `DetectorFailedError`, as the Python client raises `DetectorFailed`.
  */
 
 import type { JobStatus } from "./jobs.js";
+import type { ErrorBody as GeneratedErrorBody } from "./wire.js";
+
+/** The failed detector a 503 (or, for the item's own input, a 422) names in `failure`. */
+export interface DetectorFailure {
+  /** The item's position in the request, or null when the server could not tell. */
+  item: number | null;
+  detector: string;
+  /** timeout, judge_error, input_too_long, content_filtered, ... */
+  kind: string;
+  message: string;
+}
+
+/**
+ * The body of every error response. `failure` is added here by hand: the server puts it in the
+ * body of a detector failure, but its OpenAPI schema (which `wire.ts` is generated from) does
+ * not list it.
+ */
+export interface ErrorBody extends GeneratedErrorBody {
+  failure?: DetectorFailure;
+}
 
 /** Base class of everything this package throws on purpose. */
 export class AssayError extends Error {
@@ -20,19 +43,20 @@ export class APIError extends AssayError {
   override name = "APIError";
   /**
    * @param status HTTP status of the response; undefined when no response arrived.
-   * @param message the server's `message` (or a description of the response when it had none,
-   *   or of the failure when there was no response).
+   * @param message the status and the server's `message` (`"404 job 'x' not found"`); when the
+   *   response had no message, a description of it; when no response came, of the failure.
    * @param headers the response headers (e.g. `retry-after`); undefined when no response arrived.
    * @param body the parsed response body, or its raw text when it was not JSON; undefined when
    *   no response arrived.
-   * @param options `cause`: the underlying error, e.g. from `fetch`.
+   * @param options `cause`: the underlying error, e.g. from `fetch`. (Not `ErrorOptions`:
+   *   that type needs lib ES2022, and this signature is in the published `.d.ts`.)
    */
   constructor(
     readonly status: number | undefined,
     message: string,
     readonly headers: Headers | undefined,
     readonly body: unknown,
-    options?: ErrorOptions,
+    options?: { cause?: unknown },
   ) {
     super(message, options);
   }
@@ -77,7 +101,7 @@ export class UnprocessableEntityError extends BadRequestError {
 export class RateLimitError extends APIError {
   override name = "RateLimitError";
 }
-/** 5xx: the server failed, e.g. 503 when a detector failed under `must_compute: "all_or_none"`. */
+/** 5xx: the server failed (a 503 naming a failed detector is a `DetectorFailedError` instead). */
 export class InternalServerError extends APIError {
   override name = "InternalServerError";
 }
@@ -105,20 +129,33 @@ export class APITimeoutError extends APIConnectionError {
   override name = "APITimeoutError";
 }
 
-/** A detector could not score an item; see `kind` (timeout, judge_error, ...) and `message`. */
+/**
+ * A detector could not score an item; see `kind` (timeout, judge_error, ...) and `message`.
+ * Thrown by `detectorResult` for an error object, and by `detect` when the server answers that
+ * a detector failed under `must_compute: "all_or_none"` (never retried: the server retried its
+ * judge already, and sending the item again would judge it again).
+ */
 export class DetectorFailedError extends AssayError {
   override name = "DetectorFailedError";
   /**
    * @param detector the detector's name, e.g. `completeness`.
    * @param kind the failure kind the server reported.
    * @param message the server's description of the failure.
+   * @param item the item's position in the request, when the server named it.
+   * @param status the HTTP status of the server's answer (503, or 422 for a failure of the
+   *   item's own input); undefined when the failure came in a response item.
+   * @param body the server's answer, holding its own `message` and the `failure`.
    */
   constructor(
     readonly detector: string,
     readonly kind: string,
     message: string,
+    readonly item?: number,
+    readonly status?: number,
+    readonly body?: ErrorBody,
   ) {
-    super(`detector ${JSON.stringify(detector)} failed (${kind}): ${message}`);
+    const where = item === undefined ? "" : `[${item}].config.${detector}: `;
+    super(`${where}detector ${JSON.stringify(detector)} failed (${kind}): ${message}`);
   }
 }
 
@@ -149,8 +186,21 @@ const BY_STATUS: Record<number, typeof APIError> = {
   429: RateLimitError,
 };
 
+/** The body's `failure` when it is well formed, as the Python client reads it; else undefined. */
+function detectorFailure(body: unknown): DetectorFailure | undefined {
+  const failure =
+    typeof body === "object" && body !== null ? (body as { failure?: unknown }).failure : undefined;
+  if (typeof failure !== "object" || failure === null) return undefined;
+  const { item, detector, kind, message } = failure as Record<string, unknown>;
+  if (typeof detector !== "string" || typeof kind !== "string" || typeof message !== "string") {
+    return undefined;
+  }
+  return { item: Number.isInteger(item) ? (item as number) : null, detector, kind, message };
+}
+
 /**
- * The error for an error response.
+ * The error for an error response: a `DetectorFailedError` when the body names a failed
+ * detector (`failure`), else the `APIError` subclass for the status.
  *
  * @param status HTTP status.
  * @param body parsed JSON body, or the raw text when it was not JSON.
@@ -162,7 +212,19 @@ export function errorForResponse(
   body: unknown,
   headers: Headers,
   hint = "",
-): APIError {
+): APIError | DetectorFailedError {
+  const failure = detectorFailure(body);
+  if (failure !== undefined) {
+    const { detector, kind, message, item } = failure;
+    return new DetectorFailedError(
+      detector,
+      kind,
+      message,
+      item ?? undefined,
+      status,
+      body as ErrorBody,
+    );
+  }
   const serverMessage =
     typeof body === "object" &&
     body !== null &&

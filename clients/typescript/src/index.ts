@@ -15,7 +15,8 @@ export {
   DEFAULT_TIMEOUT_MS,
 } from "./client.js";
 export type { ClientOptions, JobWaitOptions } from "./client.js";
-// Every error class, JobWaitTimeoutError (thrown by `client.jobs.wait`) included.
+// Every error class, JobWaitTimeoutError (thrown by `client.jobs.wait`) included, and
+// ErrorBody (the generated one, with the `failure` the schema does not list).
 export * from "./errors.js";
 export type { DetectConfig, DetectOptions, DetectParams } from "./params.js";
 export { toRequestItem } from "./params.js";
@@ -29,7 +30,6 @@ export type {
   DetectorError,
   DetectorResult,
   DetectRequestItem,
-  ErrorBody,
   InstructionResult,
 } from "./wire.js";
 

@@ -51,6 +51,7 @@ export function snakeCase(key: string): string {
  * renamed the same way and left for the server to reject by name.
  *
  * @param params the item in camelCase (snake_case keys are accepted too).
+ * @throws AssayError when two keys name the same field (`generatedText` and `generated_text`).
  */
 export function toRequestItem(params: DetectParams): DetectRequestItem {
   if (typeof params !== "object" || params === null || Array.isArray(params)) {
@@ -61,8 +62,20 @@ export function toRequestItem(params: DetectParams): DetectRequestItem {
     );
   }
   const item: Record<string, unknown> = {};
+  const givenAs: Record<string, string> = {};
   for (const [key, value] of Object.entries(params)) {
-    if (value !== undefined) item[snakeCase(key)] = value;
+    if (value === undefined) continue;
+    const wire = snakeCase(key);
+    // `generatedText` and `generated_text` are one field: which one should win is a guess.
+    const earlier = givenAs[wire];
+    if (earlier !== undefined) {
+      throw new AssayError(
+        `detect: ${JSON.stringify(earlier)} and ${JSON.stringify(key)} are the same field ` +
+          `(${wire}); give only one`,
+      );
+    }
+    givenAs[wire] = key;
+    item[wire] = value;
   }
   return item as unknown as DetectRequestItem;
 }

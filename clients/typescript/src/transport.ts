@@ -69,6 +69,22 @@ export function sleep(milliseconds: number, signal: AbortSignal | undefined): Pr
 }
 
 /**
+ * A bad option's value for an error message: numbers as they are (`NaN`, `-1`), anything else
+ * as JSON or its type, so that the text "5000" does not read as the number 5000.
+ */
+export function shown(value: unknown): string {
+  if (typeof value === "number") return String(value);
+  if (typeof value === "bigint") return `${value}n (a BigInt)`;
+  try {
+    const json = JSON.stringify(value);
+    if (json !== undefined) return json.length > 80 ? `${json.slice(0, 80)}...` : json;
+  } catch {
+    // A cycle: fall back to the type.
+  }
+  return `a value of type ${typeof value}`;
+}
+
+/**
  * `value` if it is a finite number, above zero (timeouts) or a whole number >= 0 (retries);
  * else an AssayError naming the option. Used for the client's settings and per-request ones.
  */
@@ -80,7 +96,7 @@ export function checkedOption(name: "timeout" | "maxRetries", value: number): nu
     (wholeCount ? Number.isInteger(value) && value >= 0 : value > 0);
   if (!valid) {
     const expected = wholeCount ? "a whole number >= 0" : "a number of milliseconds > 0";
-    throw new AssayError(`${name}: expected ${expected}, got ${String(value)}`);
+    throw new AssayError(`${name}: expected ${expected}, got ${shown(value)}`);
   }
   return value;
 }
@@ -108,7 +124,8 @@ function parseJSON(text: string): { json: unknown } | undefined {
  * @param options per-request overrides.
  * @param shape checks a success's JSON body (the caller's expected shape).
  * @throws AssayError naming a bad `timeout` or `maxRetries`, or a body JSON cannot carry
- *   (a BigInt), before anything is sent; APIError subclasses: by status for error statuses,
+ *   (a BigInt), before anything is sent; DetectorFailedError (not retried) for an error
+ *   response naming a failed detector; APIError subclasses: by status for error statuses,
  *   APIConnectionError / APITimeoutError (status undefined) when no answer came, after the
  *   retries are used up; a plain APIError (with the status and body) when a success's body is
  *   not JSON or not the expected shape.
@@ -185,8 +202,10 @@ async function attempt<T>(
   }
   const hint = response.status === 401 ? transport.authHint : "";
   const body = parsed === undefined ? text : parsed.json;
-  const error: APIError = errorForResponse(response.status, body, response.headers, hint);
-  if (!isRetryableStatus(response.status)) throw error;
+  const error = errorForResponse(response.status, body, response.headers, hint);
+  // A DetectorFailedError is final: the server retried its judge before answering, and sending
+  // the item again would judge it again (minutes more for a timed-out LLM judge).
+  if (!(error instanceof APIError) || !isRetryableStatus(response.status)) throw error;
   return { error, headers: response.headers };
 }
 

@@ -13,6 +13,7 @@ import Client, {
   AssayError,
   BadRequestError,
   ConflictError,
+  DetectorFailedError,
   InternalServerError,
   JobWaitTimeoutError,
   NotFoundError,
@@ -30,6 +31,12 @@ const RESULT = [{ output_relevance: { instructions_list: [], score: 1 } }];
 const PARAMS = {
   userQuery: "q?",
   generatedText: "a.",
+  config: { output_relevance: { detector_name: "default" } },
+};
+/** PARAMS on the wire, for `inference.detect`. */
+const ITEM = {
+  user_query: "q?",
+  generated_text: "a.",
   config: { output_relevance: { detector_name: "default" } },
 };
 let stub: Stub | undefined;
@@ -75,7 +82,7 @@ describe("retries", () => {
   for (const status of [408, 409, 500, 502, 503, 504]) {
     test(`${status} is retried`, async () => {
       const client = await clientFor(failingThenOK(2, status));
-      assert.deepEqual(await client.inference.detect([]), RESULT);
+      assert.deepEqual(await client.inference.detect([ITEM]), RESULT);
       assert.equal(stub!.received.length, 3);
     });
   }
@@ -99,6 +106,40 @@ describe("retries", () => {
     const client = await clientFor(failingThenOK(1, 503, "detector 'completeness' failed"));
     await assert.rejects(client.inference.detect([], { maxRetries: 0 }), InternalServerError);
     assert.equal(stub!.received.length, 1);
+  });
+
+  for (const [status, kind] of [
+    [503, "timeout"],
+    [422, "input_too_long"],
+  ] as const) {
+    test(`a ${status} naming a failed detector (${kind}) is a DetectorFailedError, never retried`, async () => {
+      const failure = { item: 0, detector: "completeness", kind, message: "judge gave up" };
+      const body = { message: "[0].config.completeness: detector failed", status, failure };
+      const client = await clientFor((_index, _request, response) =>
+        sendJSON(response, status, body, { "retry-after": "0" }),
+      );
+      await assert.rejects(client.detect(PARAMS), (error: unknown) => {
+        assert.ok(error instanceof DetectorFailedError, String(error));
+        assert.equal(error.detector, "completeness");
+        assert.equal(error.kind, kind);
+        assert.equal(error.item, 0);
+        assert.equal(error.status, status);
+        assert.deepEqual(error.body, body);
+        return true;
+      });
+      // The server retried its judge already: a second request would judge the item again.
+      assert.equal(stub!.received.length, 1);
+    });
+  }
+
+  test("a 503 whose failure is malformed is an ordinary 503, retried", async () => {
+    const client = await clientFor((index, _request, response) => {
+      const failure = { item: 0, detector: "completeness" }; // no kind or message
+      if (index === 0) sendJSON(response, 503, { message: "x", status: 503, failure });
+      else sendJSON(response, 200, RESULT);
+    });
+    assert.deepEqual(await client.detect(PARAMS), RESULT);
+    assert.equal(stub!.received.length, 2);
   });
 
   test("a reset connection is retried like a busy server", async () => {
@@ -240,6 +281,34 @@ describe("error classes", () => {
     assert.deepEqual(await client.detect(PARAMS), [{ hello: 1 }]);
   });
 
+  test("a detect answer with more or fewer items than were sent is an APIError saying so", async () => {
+    const answers: unknown[] = [[], [RESULT[0], RESULT[0]], RESULT[0]];
+    const client = await clientFor((index, _request, response) =>
+      sendJSON(response, 200, answers[index]),
+    );
+    for (const [sent, got] of [
+      [1, 0],
+      [1, 2],
+    ]) {
+      await assert.rejects(client.detect(PARAMS), (error: unknown) => {
+        assert.ok(error instanceof APIError && error.status === 200, String(error));
+        assert.match(
+          error.message,
+          new RegExp(`answered 200 with ${got} item\\(s\\) for the ${sent} item`),
+        );
+        assert.deepEqual(error.body, answers[stub!.received.length - 1]);
+        return true;
+      });
+    }
+    // One object for two items sent is short too.
+    await assert.rejects(
+      client.inference.detect([ITEM, ITEM]),
+      /with 1 item\(s\) for the 2 item\(s\) sent/,
+    );
+    // Not retried: the server did answer, and again it would answer the same.
+    assert.equal(stub!.received.length, 3);
+  });
+
   test("a job that is not a job is an APIError, not a wait until the timeout", async () => {
     const client = await clientFor((_index, _request, response) =>
       sendJSON(response, 200, { hello: 1 }),
@@ -319,6 +388,13 @@ describe("timeouts and connection errors", () => {
     );
     assert.deepEqual(await client.detect(PARAMS), RESULT);
     assert.equal(stub!.received.length, 1);
+  });
+
+  test("a baseURL with surrounding spaces reaches the server", async () => {
+    stub = await startStub((_index, _request, response) => sendJSON(response, 200, RESULT));
+    const client = new Client({ baseURL: ` ${stub.url} `, maxRetries: 0 });
+    assert.deepEqual(await client.detect(PARAMS), RESULT);
+    assert.equal(stub.received[0]!.path, "/v2/detect");
   });
 
   test("nothing listening: APIConnectionError naming the URL and the cause", async () => {
@@ -434,7 +510,8 @@ describe("jobs.wait", () => {
       [{ timeoutMs: Number.NaN }, /^timeoutMs: .* got NaN$/],
       [{ pollIntervalMs: 0 }, /^pollIntervalMs: expected a number of milliseconds > 0, got 0$/],
       [{ pollIntervalMs: Number.NaN }, /^pollIntervalMs: .* got NaN$/],
-      [{ pollIntervalMs: "1" as unknown as number }, /^pollIntervalMs: .* got 1$/],
+      [{ pollIntervalMs: "1" as unknown as number }, /^pollIntervalMs: .* got "1"$/],
+      [{ timeoutMs: "5000" as unknown as number }, /^timeoutMs: .* got "5000"$/],
     ] as const) {
       await assert.rejects(client.jobs.wait("job/1", options), (error: unknown) => {
         assert.ok(error instanceof AssayError, String(error));

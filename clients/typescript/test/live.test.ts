@@ -12,6 +12,7 @@ import { after, before, describe, test } from "node:test";
 import Client, {
   AuthenticationError,
   BadRequestError,
+  DetectorFailedError,
   NotFoundError,
   PayloadTooLargeError,
   UnprocessableEntityError,
@@ -216,6 +217,25 @@ describe("errors the server produces", () => {
       (error: unknown) =>
         error instanceof UnprocessableEntityError && /context/.test(error.message),
     );
+  });
+
+  test("a detector that fails under all_or_none is a DetectorFailedError naming it", async () => {
+    // More sentences than the embedded judge reads: it refuses the item (input_too_long, 422).
+    const tooLong = Array.from({ length: 1001 }, (_, n) => `Line ${n} is here.`).join(" ");
+    const items: DetectRequestItem[] = [
+      { generated_text: ANSWER, user_query: QUESTION, config: { output_relevance: {} } },
+      { generated_text: tooLong, user_query: QUESTION, config: { output_relevance: {} } },
+    ];
+    await assert.rejects(client.inference.detect(items), (error: unknown) => {
+      assert.ok(error instanceof DetectorFailedError, String(error));
+      assert.equal(error.detector, "output_relevance");
+      assert.equal(error.kind, "input_too_long");
+      assert.equal(error.item, 1);
+      assert.equal(error.status, 422);
+      assert.match(error.message, /^\[1\]\.config\.output_relevance: .*1,001 sentences/);
+      assert.match(error.body?.message ?? "", /nothing was stored/);
+      return true;
+    });
   });
 
   test("400 for a body nested too deeply (BadRequestError)", async () => {

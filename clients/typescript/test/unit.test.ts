@@ -4,6 +4,8 @@
  */
 
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { afterEach, describe, test } from "node:test";
 
 import Client, {
@@ -15,6 +17,7 @@ import Client, {
   DEFAULT_JOB_POLL_INTERVAL_MS,
   DEFAULT_JOB_WAIT_TIMEOUT_MS,
   DetectorFailedError,
+  InternalServerError,
   JobWaitTimeoutError,
   UnprocessableEntityError,
   detectorResult,
@@ -25,6 +28,8 @@ import Client, {
   toRequestItem,
   type JobStatus,
 } from "@assay/client";
+
+import { PACKAGE_ROOT } from "./support/server.js";
 
 describe("toRequestItem", () => {
   test("renames top-level camelCase keys and leaves config's contents alone", () => {
@@ -62,6 +67,26 @@ describe("toRequestItem", () => {
       config: { completeness: {} },
     });
     assert.deepEqual(item, { generated_text: "a", context: null, config: { completeness: {} } });
+  });
+
+  test("the same field in camelCase and snake_case is an error naming both keys", () => {
+    assert.throws(
+      () => toRequestItem({ generatedText: "x", generated_text: "", config: {} } as never),
+      (error: unknown) =>
+        error instanceof AssayError &&
+        error.message ===
+          'detect: "generatedText" and "generated_text" are the same field (generated_text); give only one',
+    );
+    // An undefined one is a gap, not a second value.
+    assert.deepEqual(
+      toRequestItem({
+        userQuery: undefined,
+        user_query: "q",
+        generatedText: "a",
+        config: {},
+      } as never),
+      { user_query: "q", generated_text: "a", config: {} },
+    );
   });
 
   test("rejects a non-object with a message showing the expected shape", () => {
@@ -162,6 +187,40 @@ describe("error hierarchy (as in the Python client)", () => {
     assert.equal(plain.name, "BadRequestError");
   });
 
+  test("a body naming a failed detector is a DetectorFailedError, as in the Python client", () => {
+    const failure = {
+      item: 1,
+      detector: "completeness",
+      kind: "timeout",
+      message: "judge took too long",
+    };
+    const body = { message: "[1].config.completeness: detector failed", status: 503, failure };
+    const error = errorForResponse(503, body, new Headers());
+    assert.ok(error instanceof DetectorFailedError && !(error instanceof APIError), String(error));
+    assert.equal(error.name, "DetectorFailedError");
+    assert.equal(error.detector, "completeness");
+    assert.equal(error.kind, "timeout");
+    assert.equal(error.item, 1);
+    assert.equal(error.status, 503);
+    assert.deepEqual(error.body, body);
+    assert.equal(
+      error.message,
+      '[1].config.completeness: detector "completeness" failed (timeout): judge took too long',
+    );
+    // A failure without a usable item still names the detector.
+    const noItem = errorForResponse(
+      503,
+      { ...body, failure: { ...failure, item: null } },
+      new Headers(),
+    );
+    assert.ok(noItem instanceof DetectorFailedError && noItem.item === undefined);
+    // A malformed failure is an ordinary error for its status.
+    for (const bad of [null, "x", { ...failure, kind: 3 }, { detector: "completeness" }]) {
+      const plain = errorForResponse(503, { ...body, failure: bad }, new Headers());
+      assert.ok(plain instanceof InternalServerError, JSON.stringify(bad));
+    }
+  });
+
   test("no answer at all is an APIError with no status, headers or body", () => {
     const cause = new TypeError("fetch failed");
     const refused = new APIConnectionError("POST http://x/v2/detect: refused", cause);
@@ -215,14 +274,45 @@ describe("Client options", () => {
     delete process.env["ASSAY_BASE_URL"];
     delete process.env["CLIENT_BASE_URL"];
     assert.equal(new Client().baseURL, "http://127.0.0.1:8000");
-    process.env["CLIENT_BASE_URL"] = "http://client.example:1/";
-    assert.equal(new Client().baseURL, "http://client.example:1");
+    process.env["CLIENT_BASE_URL"] = "http://client.example:8/";
+    assert.equal(new Client().baseURL, "http://client.example:8");
     process.env["ASSAY_BASE_URL"] = "https://assay.example";
     assert.equal(new Client().baseURL, "https://assay.example");
     assert.equal(
       new Client({ baseURL: "http://given.example:2/api//" }).baseURL,
       "http://given.example:2/api",
     );
+  });
+
+  test("baseURL is trimmed: surrounding spaces would end up inside every request's URL", () => {
+    assert.equal(
+      new Client({ baseURL: "  http://given.example:2/api/ \n" }).baseURL,
+      "http://given.example:2/api",
+    );
+    process.env["ASSAY_BASE_URL"] = " http://env.example:3 ";
+    assert.equal(new Client().baseURL, "http://env.example:3");
+  });
+
+  test("a baseURL every request would fail on is refused: query, fragment, credentials, bad port", () => {
+    for (const [baseURL, problem] of [
+      ["http://h.example/api?x=1", /must not have a query \(\?\) or fragment/],
+      ["http://h.example/?", /must not have a query/],
+      ["http://h.example/#top", /or fragment \(#\)/],
+      ["http://user:secret@h.example", /must not hold credentials/],
+      ["http://127.0.0.1:1", /has port 1, which fetch refuses to connect to/],
+      ["https://h.example:6000/", /has port 6000/],
+    ] as const) {
+      assert.throws(
+        () => new Client({ baseURL }),
+        (error: unknown) =>
+          error instanceof AssayError &&
+          error.message.startsWith(`baseURL: ${JSON.stringify(baseURL)} `) &&
+          problem.test(error.message),
+        baseURL,
+      );
+    }
+    // Ports fetch does connect to.
+    for (const port of [80, 443, 8000, 8080]) new Client({ baseURL: `http://h.example:${port}` });
   });
 
   test("bad options are errors naming the option", () => {
@@ -243,13 +333,21 @@ describe("Client options", () => {
       /maxRetries: expected a whole number >= 0, got 1.5/,
     );
     assert.throws(() => new Client({ maxRetries: Number.NaN }), AssayError);
+    // Text that looks like a number is shown as text, not as the number it is not.
+    assert.throws(
+      () => new Client({ timeout: "5000" as never }),
+      /^AssayError: timeout: expected a number of milliseconds > 0, got "5000"$/,
+    );
+    assert.throws(() => new Client({ maxRetries: "2" as never }), /maxRetries: .* got "2"$/);
+    assert.throws(() => new Client({ maxRetries: true as never }), /maxRetries: .* got true$/);
+    assert.throws(() => new Client({ timeout: 5n as never }), /timeout: .* got 5n \(a BigInt\)$/);
     // A zero timeout would fail every request; zero retries is a fine choice.
     assert.throws(() => new Client({ timeout: 0 }), /timeout: expected .* got 0/);
     assert.equal(new Client({ maxRetries: 0 }).maxRetries, 0);
   });
 
   test("defaults: 150 s per attempt (above the server's 120 s judging bound), 2 retries", () => {
-    const client = new Client({ baseURL: "http://127.0.0.1:1" });
+    const client = new Client({ baseURL: "http://127.0.0.1:8" });
     assert.equal(client.timeout, 150_000);
     assert.equal(client.maxRetries, 2);
   });
@@ -272,6 +370,16 @@ describe("Client options", () => {
           what.test(error.message) &&
           error.message.startsWith("authHeader:") &&
           !error.message.includes("Bearer"),
+      );
+    }
+  });
+
+  test("an empty authHeader is refused, not sent empty nor replaced by $ASSAY_API_KEY", () => {
+    process.env["ASSAY_API_KEY"] = "env-key";
+    for (const header of ["", "  ", "\n"]) {
+      assert.throws(
+        () => new Client({ authHeader: header }),
+        /^AssayError: authHeader: is empty; pass 'Bearer <key>', or leave it out to use \$ASSAY_API_KEY$/,
       );
     }
   });
@@ -302,4 +410,14 @@ describe("detectorResult", () => {
       /no result for detector "toxicity" \(present: output_relevance, completeness\)/,
     );
   });
+});
+
+test("engines.node admits no Node without AbortSignal.any (added in 20.3), in the lockfile too", () => {
+  const read = (name: string) => JSON.parse(readFileSync(join(PACKAGE_ROOT, name), "utf-8"));
+  const wanted: string = read("package.json").engines.node;
+  const [major, minor] = (/^>=(\d+)\.(\d+)/.exec(wanted) ?? []).slice(1).map(Number);
+  assert.ok(major! > 20 || (major === 20 && minor! >= 3), wanted);
+  assert.equal(read("package-lock.json").packages[""].engines.node, wanted);
+  // The suite itself runs on such a Node.
+  assert.equal(typeof AbortSignal.any, "function");
 });

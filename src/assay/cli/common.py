@@ -185,7 +185,9 @@ def reported_errors(
         message = error.args[0] if error.args else str(error)
         raise fail(str(message), EXIT_BAD_INPUT) from None
     except DetectorFailed as error:
-        raise fail(str(error), EXIT_FAILED) from None
+        # Named by detector, not by the request's wire path ("[0].config.…"), which the
+        # command line never showed.
+        raise fail(f"{error.detector}: failed: {error.failure}", EXIT_FAILED) from None
     except Exception as error:  # anything else still gets one line, not a traceback
         raise fail(str(error) or type(error).__name__, EXIT_FAILED) from None
 

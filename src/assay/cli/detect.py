@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Annotated, Any
 
@@ -9,7 +10,7 @@ import typer
 from rich.text import Text
 
 from assay._sync import run_sync
-from assay.cli.common import plain_console, print_plan, reported_errors
+from assay.cli.common import EXIT_INTERRUPTED, fail, plain_console, print_plan, reported_errors
 from assay.cli.options import (
     LLM_OPTION_LABELS,
     CascadeBand,
@@ -20,6 +21,7 @@ from assay.cli.options import (
     LLMOptions,
     UseCache,
     apply_llm_options,
+    check_llm_options_apply,
 )
 from assay.detectors import DETECTORS
 from assay.detectors.evaluate import detect_items, parse_item
@@ -69,6 +71,7 @@ def detect_command(
     With --json, the response exactly as the API returns it: an array of one item.
     """
     with reported_errors(_DETECT_OPTIONS):
+        check_llm_options_apply(judge, cache, llm, cascade_band)
         apply_llm_options(cache, llm, cascade_band)
         if detector:
             check_detector_names(detector)
@@ -90,8 +93,15 @@ def detect_command(
 
             print_plan(llm_judge_settings(), *plan_items([item], judge), as_json=as_json)
             return
+        # An LLM judge can take a minute: say that work is going on (on a terminal only).
+        console = plain_console(stderr=True)
+        working = console.status("judging…") if console.is_terminal else contextlib.nullcontext()
         try:
-            results = run_sync(detect_items([item], judge))
+            with working:
+                results = run_sync(detect_items([item], judge))
+        except KeyboardInterrupt:
+            # Said, as `assay run` says it (the CLI framework ends a Ctrl-C with no word).
+            raise fail("interrupted: nothing was scored", EXIT_INTERRUPTED) from None
         except DetectorFailed as error:
             if error.failure.kind not in INPUT_FAILURES:
                 raise

@@ -136,7 +136,35 @@ def check_llm_environment() -> None:
 
 
 #: How the LLM options are named in error messages (merged into the commands' own maps).
-LLM_OPTION_LABELS = {"llm": "--llm", "band": "--cascade-band"}
+LLM_OPTION_LABELS = {"llm": "--llm", "band": "--cascade-band", "cache": "--cache/--no-cache"}
+
+
+def check_llm_options_apply(
+    judge: str | None, cache: bool | None, settings: Sequence[str] | None, band: str | None
+) -> None:
+    """Refuse LLM-judge flags on a detector run that judges with another judge (`--judge`, else
+    `$ASSAY_JUDGE`): they would be ignored in silence, and a user who forgot `--judge openai`
+    would take the embedded judge's verdicts for the LLM's."""
+    from assay.environment import default_judge_name
+
+    chosen = judge or default_judge_name()
+    if band and chosen != "cascade":
+        raise RequestValidationError(
+            "band", f"applies with --judge cascade only (this run judges with {chosen!r})"
+        )
+    if chosen in ("openai", "cascade"):
+        return
+    if settings:
+        field = "llm"
+    elif cache is not None:
+        field = "cache"
+    else:
+        return
+    raise RequestValidationError(
+        field,
+        f"applies with --judge openai or cascade only (this run judges with {chosen!r}); "
+        "add --judge openai, or leave the LLM options out",
+    )
 
 
 def apply_llm_options(cache: bool | None, settings: Sequence[str] | None, band: str | None) -> None:
@@ -157,8 +185,9 @@ def apply_llm_options(cache: bool | None, settings: Sequence[str] | None, band: 
     overrides = parse_overrides(settings or [])
     if cache is not None:
         overrides["cache"] = cache
-    # The environment's own mistakes are named by their variable, not blamed on a flag.
-    settings_from_env()
+    # The environment's own mistakes are named by their variable, not blamed on a flag (a
+    # variable the flags override is not read).
+    settings_from_env(overridden=overrides)
     if chosen_band is None:
         band_from_env()
     try:

@@ -44,10 +44,12 @@ from assay.cli.options import (
     UseCache,
     apply_llm_options,
     check_llm_judge,
+    check_llm_options_apply,
 )
 from assay.cli.publishing import PUBLISH_OPTIONS, ClientPublisher, build_publisher
 from assay.cli.scorers import run_scorer
 from assay.cli.summaries import print_published, print_run_summary
+from assay.environment import default_judge_name
 from assay.runner import gates
 from assay.runner.checkpoint import checkpoint_path_for, read_checkpoint
 from assay.runner.columns import dropped_columns, sample_columns
@@ -174,7 +176,7 @@ def run_command(
             "--stream-batch-size",
             min=1,
             help="Rows read, written and checkpointed together (default: --batch-size for a "
-            f"metric, else {DEFAULT_STREAM_BATCH_SIZE}).",
+            f"metric or an LLM judge, else {DEFAULT_STREAM_BATCH_SIZE}).",
         ),
     ] = None,
     workers: Annotated[
@@ -275,11 +277,14 @@ def run_command(
         apply_llm_options(cache, llm, cascade_band)
         scorer = run_scorer(detector, metric, config, explain, judge, column)
         if isinstance(scorer, DetectorScorer):
+            check_llm_options_apply(judge, cache, llm, cascade_band)
             check_llm_judge(judge)
         if stream_batch_size is None:
-            # A metric's rows call a live system and take seconds each: every call's rows are
-            # written as it ends, so an interrupt keeps them (rows are scored independently).
-            stream_batch_size = batch_size if metric else DEFAULT_STREAM_BATCH_SIZE
+            # A metric's rows call a live system, and an LLM judge's rows are paid calls, taking
+            # seconds each: every call's rows are written as it ends, so an interrupt keeps them
+            # (rows are scored independently, so the batching changes no result).
+            slow = metric or (judge or default_judge_name()) in ("openai", "cascade")
+            stream_batch_size = batch_size if slow else DEFAULT_STREAM_BATCH_SIZE
         options = RunOptions(batch_size, stream_batch_size, workers, row_timeout)
         publisher = None
         if publish and retry_failed:

@@ -185,7 +185,7 @@ def fail_under_gates(
             failure = f"{label}: the output has no {name!r} results (it has: {scored})"
         elif gate.mean is None or gate.gated_mean is None:
             failure = f"{label}: every row's {name} errored"
-        elif gate.gated_mean < threshold - _TOLERANCE:
+        elif not meets(gate.gated_mean, threshold):
             failure = f"{name}: mean score {gate.mean:.4f} is below {flag} threshold {threshold:g}"
             if gate.rows_unscored:
                 missed = f"{gate.rows_unscored} row" + ("s" if gate.rows_unscored != 1 else "")
@@ -208,10 +208,15 @@ def check_fail_under(
     return [g.failure for g in fail_under_gates(figures, thresholds, flag) if g.failure]
 
 
+def meets(value: float, threshold: float) -> bool:
+    """The pass rule of every gate: at or above the threshold (within float rounding)."""
+    return value >= threshold - _TOLERANCE
+
+
 def gate_passed(figures: GateFigures | None, threshold: float) -> bool:
     """Whether one gate passes (the rule `check_fail_under` applies)."""
     gated = figures.gated_mean if figures is not None else None
-    return gated is not None and gated >= threshold - _TOLERANCE
+    return gated is not None and meets(gated, threshold)
 
 
 def describe_result(name: str, result: Mapping[str, Any], threshold: float | None = None) -> str:
@@ -227,7 +232,7 @@ def describe_result(name: str, result: Mapping[str, Any], threshold: float | Non
     score = float(result["score"])
     heading = f"{name}: score {score:.4g}"
     if threshold is not None:
-        below = score < threshold - _TOLERANCE
+        below = not meets(score, threshold)
         heading += f" ({'below' if below else 'meets'} threshold {threshold:g})"
     lines = [heading]
     for entry in result.get("instructions_list") or []:

@@ -78,9 +78,12 @@ async def retry_failed_async(
         if finished_fingerprint(output_path, "settings") not in (None, settings):
             raise RequestValidationError(
                 "retry_failed",
-                f"{output_path} was scored with other options (detectors, explain, or the metric's "
-                "config); retry with the same ones, or rerun without --retry-failed and with "
-                "--overwrite to score every row anew",
+                f"{output_path} was scored with other options: other detectors, explain, "
+                "judge (--judge), LLM judge settings that decide verdicts (model, strategy, "
+                "structured, votes, max_tokens…: --llm or $ASSAY_LLM_*), or metric config; "
+                "retry with the same ones, or rerun without --retry-failed and with "
+                "--overwrite to score every row anew (a run that failed for a wrong model, "
+                "say)",
             )
         failed = {
             int(line["row"])

@@ -36,7 +36,8 @@ def configure(band: tuple[float, float] | None = None, **overrides: Any) -> LLMS
     from assay.judges.openai.judge import OpenAIJudge
     from assay.judges.openai.settings import settings_from_env
 
-    settings = settings_from_env().with_overrides(**overrides)
+    given = [name for name, value in overrides.items() if value is not None]
+    settings = settings_from_env(overridden=given).with_overrides(**overrides)
     chosen_band = band or band_from_env()
     register_judge("openai", lambda: OpenAIJudge(settings))
     register_judge(

@@ -50,12 +50,17 @@ def estimate_cost(
     A dry run makes no call, so it reads what the last probe of this endpoint found, kept in
     the cache file: whether it lists logprobs (if not, each call becomes `settings.votes`
     sampled calls) and who answers (the cache key holds the model the server reports and the
-    response format its probe accepted). When no probe is on record (or no cache), it assumes
-    logprobs and counts every call as one to make.
+    response format its probe accepted), also with the cache off. When no probe is on record,
+    it assumes logprobs and counts every call as one to make.
     """
     estimate = CostEstimate(questions=len(questions))
     per_field = TOKENS_PER_FIELD + (TOKENS_PER_QUOTE if any(q.explain for q in questions) else 0)
-    found = recalled_capabilities(settings, cache)
+    # With the cache off (--no-cache) no call is answered from it, but the probe's record in
+    # its file still says what the endpoint does (read only: the file is never created here).
+    record = cache
+    if record is None and settings.cache_file().is_file():
+        record = CallCache(settings.cache_file(), settings.cache_ttl)
+    found = recalled_capabilities(settings, record)
     estimate.logprobs = found.logprobs if found is not None else None
     votes: list[int | None] = [None]
     if found is not None and not found.logprobs:

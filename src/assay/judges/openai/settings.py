@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
@@ -143,16 +143,20 @@ ENVIRONMENT: dict[str, tuple[str, type]] = {
 }
 
 
-def settings_from_env(environ: Mapping[str, str] | None = None) -> LLMSettings:
+def settings_from_env(
+    environ: Mapping[str, str] | None = None, overridden: Collection[str] = ()
+) -> LLMSettings:
     """Settings from `environ` (default: the process environment) over the defaults.
 
+    overridden: setting names a flag gives instead: their variables are not read, so a stale
+        value there is not an error.
     Raises RequestValidationError naming the variable when a value has the wrong type.
     """
     environ = os.environ if environ is None else environ
     values: dict[str, object] = {}
     for variable, (name, kind) in ENVIRONMENT.items():
         raw = environ.get(variable)
-        if raw is None or raw == "":
+        if raw is None or raw == "" or name in overridden:
             continue
         values[name] = _convert(variable, raw, kind)
     try:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import logging
+import re
 from dataclasses import replace
 from typing import Any
 
@@ -158,9 +159,14 @@ def _probes(answer: Any) -> list[tuple[str, ProbeKind]]:
         text, kind = (
             (probe.get("text"), probe.get("kind")) if isinstance(probe, dict) else (probe, None)
         )
-        if text is not None and str(text).strip():
+        if text is not None and _WORD.search(str(text)):
             found.append((str(text), "near_domain" if kind == "near_domain" else "far_domain"))
     return found
+
+
+#: A probe is a question or request: it has a word. "..." (a small model's placeholder) or "?"
+#: was sent to the system under test as a probe.
+_WORD = re.compile(r"[^\W\d_]{2,}")
 
 
 def probe_generator(endpoint: LLMEndpoint | None) -> ProbeGenerator:
