@@ -472,6 +472,13 @@ def test_an_async_results_repr_shows_its_status_once() -> None:
     assert repr(DetectResult(200, sent)) == (
         "DetectResult(status=200, message='Data successfully sent.', job_id='j1')"
     )
+    # A long message is cut inside its quotes (the closing quote was lost).
+    long = DetectResponseItem(
+        {"message": "Scored in this process (no server): " * 3, "job_id": "j"}
+    )
+    assert repr(DetectResult(200, long)) == (
+        "DetectResult(status=200, message='Scored in this process (no server):…', job_id='j')"
+    )
 
 
 def test_detect_wraps_a_single_return_value(stub_server: StubServer) -> None:

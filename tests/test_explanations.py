@@ -40,6 +40,17 @@ async def judged(query: str, answer: str, context: list[str]) -> dict[str, dict[
     return out
 
 
+async def test_a_list_of_missing_statements_counts_those_it_leaves_out() -> None:
+    # "covers only 0 of 3 context statements; missing:" listed two and left the third unsaid.
+    entries = await judged("What is your return policy?", "Our return policy allows returns.", [
+        " ".join(POLICY)
+    ])  # fmt: skip
+    for check in ("key_information", "no_omissions"):
+        said = entries[check]["explanation"]
+        assert "covers only 0 of 3 context statements" in said, said
+        assert said.count("'") == 4 and said.endswith(" and 1 more."), said
+
+
 async def test_two_facts_with_different_numbers_are_no_self_contradiction() -> None:
     answer = "You can return items within 30 days of purchase. Refunds are issued within 5 business days."
     entries = await judged("What is your return policy?", answer, POLICY)

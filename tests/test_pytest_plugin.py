@@ -20,7 +20,7 @@ import numpy  # noqa: F401
 import onnxruntime  # noqa: F401
 import pytest
 
-from assay import AsyncClient
+from assay import AsyncClient, RequestValidationError
 from assay.pytest_plugin import AssayClient, assert_detect
 from published_instructions import OUTPUT_RELEVANCE
 
@@ -206,6 +206,10 @@ def test_bad_arguments_are_value_errors_naming_what_is_wrong() -> None:
             assert_detect(ON_TOPIC, user_query=QUERY, min_score=wrong)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="no detector has the inputs given"):
         assert_detect(ON_TOPIC)
+    # Named as the argument, not as the request's item "[0]".
+    with pytest.raises(RequestValidationError) as empty:
+        assert_detect("", user_query=QUERY)
+    assert empty.value.field == "generated_text" and "[0]" not in str(empty.value)
     # assert_detect waits for its answer: an AsyncClient's detect would hand back a coroutine.
     with pytest.raises(TypeError, match="client: expected an assay.Client .* got AsyncClient"):
         assert_detect(ON_TOPIC, user_query=QUERY, client=AsyncClient())  # type: ignore[arg-type]

@@ -13,7 +13,7 @@ from assay.client import AsyncClient, Client, DetectResponseItem
 from assay.decorator import wire_context
 from assay.detectors import DETECTORS, detectors_for_inputs
 from assay.runner.gates import describe_result, meets
-from assay.schema import DetectorFailed, JudgeFailure
+from assay.schema import DetectorFailed, JudgeFailure, RequestValidationError
 
 #: Score a detector must reach when no `min_score` is given (the runner's pass mark too).
 DEFAULT_MIN_SCORE = 0.7
@@ -158,6 +158,10 @@ def assert_detect(
     active = Client() if client is None else client
     try:
         response = active.inference.detect(body=[item])[0]
+    except RequestValidationError as error:
+        # Named as the argument it came from, not as the wire list's item "[0]".
+        field = error.field.removeprefix("[0].")
+        raise RequestValidationError(field, error.message) from None
     finally:
         if owned:
             active.close()

@@ -26,6 +26,8 @@ def short_result(value: Any) -> str:
         score = value.get("score")
         if isinstance(score, int | float) and not isinstance(score, bool):
             return f"{score:.4g}"
+    if isinstance(value, str) and len(value) > 36:
+        return repr(value[:35] + "…")  # cut inside the quotes, which stay balanced
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
 

@@ -24,9 +24,12 @@ CONTRADICTION_QUOTED = 0.5
 GROUNDED = 0.5
 
 
-def _quoted(joined: str, limit: int = 2) -> str:
+def _quoted(joined: str, limit: int = 2, of: int = 0) -> str:
+    """The first `limit` texts, quoted; with `of` (how many there are in all), a count of the
+    rest, so "covers 0 of 3 …; missing:" never lists two and leaves the third unsaid."""
     items = [f"'{shorten(s)}'" for s in joined.split(SEPARATOR) if s][:limit]
-    return "; ".join(items)
+    rest = of - len(items)
+    return "; ".join(items) + (f" and {rest} more" if rest > 0 else "")
 
 
 def _count(number: int, noun: str) -> str:
@@ -153,7 +156,7 @@ def _context(n: dict[str, str]) -> str:
 def _missing(n: dict[str, str], covered: int, total: int) -> str:
     return (
         f"The response covers only {covered} of {_count(total, 'context statement')}{_about(n)}; "
-        f"missing: {_quoted(n['missing_statements'])}."
+        f"missing: {_quoted(n['missing_statements'], of=total - covered)}."
     )
 
 
