@@ -158,10 +158,9 @@ def assert_detect(
     active = Client() if client is None else client
     try:
         response = active.inference.detect(body=[item])[0]
-    except RequestValidationError as error:
+    except RequestValidationError as bad:
         # Named as the argument it came from, not as the wire list's item "[0]".
-        field = error.field.removeprefix("[0].")
-        raise RequestValidationError(field, error.message) from None
+        raise RequestValidationError(bad.field.removeprefix("[0]."), bad.message) from None
     finally:
         if owned:
             active.close()
@@ -181,9 +180,9 @@ def assert_detect(
         if isinstance(result, Mapping)
         else JudgeFailure("judge_error", "no result came back")
     )
-    error = DetectorFailed(errored[0], failure)
-    error.add_note(message)
-    raise error
+    outage = DetectorFailed(errored[0], failure)
+    outage.add_note(message)
+    raise outage
 
 
 class AssayClient(Client):
