@@ -32,6 +32,7 @@ def refused(values: dict[str, Any]) -> RequestValidationError:
         # The schema's types as they are: no string for an integer or a boolean.
         ({"num_ood_queries": "3"}, "num_ood_queries", "must be an integer between 1 and 32"),
         ({"num_ood_queries": True}, "num_ood_queries", "must be an integer between 1 and 32"),
+        ({"num_ood_queries": 3.5}, "num_ood_queries", "must be an integer between 1 and 32"),
         ({"inverted": "yes"}, "inverted", "must be a boolean (got 'yes'"),
         ({"timeout_seconds": float("inf")}, "timeout_seconds", "finite number greater than 0"),
         ({"weight": float("nan")}, "weight", "must be a finite number"),
@@ -42,6 +43,13 @@ def test_config_values_of_the_wrong_type_are_refused_by_name(
 ) -> None:
     error = refused(values)
     assert (error.field, words in error.message) == (field, True), error.message
+
+
+def test_a_whole_number_written_as_a_float_is_an_integer() -> None:
+    # JSON Schema (2019-09 on) counts 3.0 as an integer, and json.dumps writes whole floats so.
+    config = parse_config({"use_case": BANK_PROFILE, "num_ood_queries": 3.0, "n_sut_retries": 2.0})
+    assert (config.num_ood_queries, config.n_sut_retries) == (3, 2)
+    assert isinstance(config.num_ood_queries, int)
 
 
 def test_a_profile_value_that_is_not_a_string_is_named_by_its_key() -> None:

@@ -273,6 +273,8 @@ export class Jobs {
     );
     const deadline = performance.now() + timeoutMs;
     let seen: JobStatus | undefined;
+    // Set once a pause was cut to the time left: the poll after it is the deadline's poll.
+    let atDeadline = false;
     for (;;) {
       // Each poll, retries included, ends with the wait (plus a grace, so the poll made at
       // the deadline can still see the job finish): a server that stops answering cannot
@@ -294,7 +296,11 @@ export class Jobs {
       }
       const left = deadline - performance.now();
       if (seen.state === "done" || seen.state === "failed") return seen;
-      if (left <= 0) throw new JobWaitTimeoutError(seen, timeoutMs);
+      // Not `left` alone: Node starts a timer on its event loop's clock, in whole milliseconds
+      // and read when the loop last woke, so the last pause can end a millisecond or two
+      // before the deadline by performance.now(), and that sliver made one poll too many.
+      if (atDeadline || left <= 0) throw new JobWaitTimeoutError(seen, timeoutMs);
+      atDeadline = left <= pollIntervalMs;
       await sleep(Math.min(pollIntervalMs, left), options.signal);
     }
   }

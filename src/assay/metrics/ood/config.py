@@ -87,6 +87,10 @@ def parse_config(values: Mapping[str, Any] | OODMetricConfig | None) -> OODMetri
     return config
 
 
+#: The fields the published schema types as "integer".
+_INTEGERS = frozenset(n for n, f in OODMetricConfig.model_fields.items() if f.annotation is int)
+
+
 def _validated(values: dict[str, Any]) -> OODMetricConfig:
     known = set(OODMetricConfig.model_fields)
     unknown = sorted(set(values) - known)
@@ -100,6 +104,14 @@ def _validated(values: dict[str, Any]) -> OODMetricConfig:
             finite = _allowed(name).replace("a number", "a finite number", 1)
             raise RequestValidationError(name, f"must be {finite} (got {value!r})")
     _check_use_case(values.get("use_case"))
+    # A whole number written 3.0 is an integer to JSON Schema (from draft 2019-09, which the
+    # published schema's pydantic form follows), and Python's json.dumps writes whole floats so.
+    values = {
+        name: int(value)
+        if name in _INTEGERS and isinstance(value, float) and value.is_integer()
+        else value
+        for name, value in values.items()
+    }
     # Strict: the schema's types as they are. "3" is not an integer, "yes" not a boolean, and a
     # bool is not a number (`num_ood_queries: true` must not pass as 1).
     try:
