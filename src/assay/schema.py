@@ -152,7 +152,11 @@ class DetectorConfig(BaseModel):
     #: AIMon's detectors have variants (e.g. "hall_v2"); these have one, so any other name is
     #: refused rather than answered by the default in silence. A string in the schema, not a
     #: literal, so that clients' types take a plain string variable.
-    detector_name: StrictStr = Field(default="default", max_length=MAX_NAME_CHARS)
+    detector_name: StrictStr = Field(
+        default="default",
+        max_length=MAX_NAME_CHARS,
+        description="Only 'default': these detectors have one variant.",
+    )
     #: Explanations come by default, as in the published completeness example.
     explain: StrictBool = True
     judge: StrictStr | None = Field(

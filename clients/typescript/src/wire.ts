@@ -9,6 +9,7 @@
  */
 export interface DetectorConfig {
   /**
+   * Only 'default': these detectors have one variant.
    * Default: "default".
    */
   detector_name?: string;
