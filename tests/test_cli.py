@@ -553,3 +553,19 @@ def test_ctrl_c_during_an_llm_judged_detect_says_so(stub_server: StubServer) -> 
         held.set()
     assert process.returncode == EXIT_INTERRUPTED, stderr
     assert stderr.strip().endswith("error: interrupted: nothing was scored")
+
+
+def test_llm_judged_runs_write_every_call_s_rows_as_it_ends(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # With 256 rows per stream batch, Ctrl-C after 48 of 60 LLM-judged rows kept none of them.
+    from assay.cli.run import default_stream_batch_size
+    from assay.runner.local import DEFAULT_STREAM_BATCH_SIZE
+
+    monkeypatch.delenv("ASSAY_JUDGE", raising=False)
+    assert default_stream_batch_size(None, "openai", 16) == 16
+    assert default_stream_batch_size(None, "cascade", 8) == 8
+    assert default_stream_batch_size("llm.ood_detection", None, 4) == 4
+    assert default_stream_batch_size(None, None, 16) == DEFAULT_STREAM_BATCH_SIZE
+    monkeypatch.setenv("ASSAY_JUDGE", "openai")
+    assert default_stream_batch_size(None, None, 16) == 16

@@ -79,6 +79,16 @@ from assay.runner.rows import DetectorScorer
 from assay.runner.summary import RunSummary
 from assay.schema import RequestValidationError
 
+
+def default_stream_batch_size(metric: str | None, judge: str | None, batch_size: int) -> int:
+    """`--batch-size` for a metric (its rows call a live system) or an LLM judge (its rows are
+    paid calls), taking seconds each: every call's rows are then written as it ends, so an
+    interrupt keeps them (rows are scored independently, so the batching changes no result).
+    Else `DEFAULT_STREAM_BATCH_SIZE`."""
+    slow = metric is not None or (judge or default_judge_name()) in ("openai", "cascade")
+    return batch_size if slow else DEFAULT_STREAM_BATCH_SIZE
+
+
 _RUN_OPTIONS = {
     "detector": "--detector",
     "judge": "--judge",
@@ -280,11 +290,7 @@ def run_command(
             check_llm_options_apply(judge, cache, llm, cascade_band)
             check_llm_judge(judge)
         if stream_batch_size is None:
-            # A metric's rows call a live system, and an LLM judge's rows are paid calls, taking
-            # seconds each: every call's rows are written as it ends, so an interrupt keeps them
-            # (rows are scored independently, so the batching changes no result).
-            slow = metric or (judge or default_judge_name()) in ("openai", "cascade")
-            stream_batch_size = batch_size if slow else DEFAULT_STREAM_BATCH_SIZE
+            stream_batch_size = default_stream_batch_size(metric, judge, batch_size)
         options = RunOptions(batch_size, stream_batch_size, workers, row_timeout)
         publisher = None
         if publish and retry_failed:
