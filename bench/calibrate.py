@@ -131,7 +131,7 @@ def _human_targets(
     return index, y, w
 
 
-def _balanced(y: np.ndarray, w: np.ndarray, total: float, followed: float = 0.5) -> np.ndarray:
+def balanced(y: np.ndarray, w: np.ndarray, total: float, followed: float = 0.5) -> np.ndarray:
     """Weights rescaled so the class "followed" (1) sums to total * followed and the other
     class to the rest."""
     out = w.copy()
@@ -192,9 +192,9 @@ def build_table(data: DevSet, detector: str) -> Table:
         w_d = np.array([len(d_index) / (len(kinds) * kinds[rows[i].kind]) for i in d_index])
         total = len(h_index) + len(d_index)
         human_share = HUMAN_SHARE[check] if d_index else 1.0
-        parts = [_balanced(y_h, w_h, total * human_share, HUMAN_PRIOR.get(check, 0.5))]
+        parts = [balanced(y_h, w_h, total * human_share, HUMAN_PRIOR.get(check, 0.5))]
         if d_index:
-            parts.append(_balanced(y_d, w_d, total * (1 - human_share)))
+            parts.append(balanced(y_d, w_d, total * (1 - human_share)))
         supervision[check] = (
             np.array(h_index + d_index),
             np.concatenate([y_h, y_d]),

@@ -39,10 +39,7 @@ def reweighted(table: Table, check: str, followed: float) -> tuple[np.ndarray, .
     index, y, w = table.supervision[check]
     w = w.copy()
     human = index < table.n_human
-    total = w[human].sum()
-    for cls, share in ((1.0, followed), (0.0, 1 - followed)):
-        mask = human & (y == cls)
-        w[mask] *= total * share / w[mask].sum()
+    w[human] = calibrate.balanced(y[human], w[human], w[human].sum(), followed)
     return index, y, w
 
 
