@@ -535,8 +535,10 @@ def test_a_flag_overrides_a_bad_variable_instead_of_failing_on_it(tmp_path: Path
     assert "ASSAY_LLM_BASE_URL" in kept.stderr and "99999" in kept.stderr
 
 
-def test_ctrl_c_during_an_llm_judged_detect_says_so(stub_server: StubServer) -> None:
-    # It ended with exit 130 and not a word (the CLI framework swallows the interrupt).
+@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_during_an_llm_judged_detect_says_so(stub_server: StubServer, how: int) -> None:
+    # It ended with exit 130 and not a word (the CLI framework swallows the interrupt); SIGTERM
+    # ended it with 143, though the exit codes say 130 for both.
     held = threading.Event()
     stub_server.probe = lambda body: CannedResponse(200, {}, hold=held)
     command = [str(Path(sys.executable).with_name("assay")), "detect", "-q", QUERY, "-r"]
@@ -547,7 +549,7 @@ def test_ctrl_c_during_an_llm_judged_detect_says_so(stub_server: StubServer) -> 
         while not stub_server.probes and time.monotonic() < deadline:
             time.sleep(0.05)
         assert stub_server.probes, "the judge never called the endpoint"
-        process.send_signal(signal.SIGINT)
+        process.send_signal(how)
         _, stderr = process.communicate(timeout=60)
     finally:
         held.set()

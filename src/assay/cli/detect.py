@@ -10,7 +10,14 @@ import typer
 from rich.text import Text
 
 from assay._sync import run_sync
-from assay.cli.common import EXIT_INTERRUPTED, fail, plain_console, print_plan, reported_errors
+from assay.cli.common import (
+    EXIT_INTERRUPTED,
+    fail,
+    plain_console,
+    print_plan,
+    reported_errors,
+    terminate_as_interrupt,
+)
 from assay.cli.options import (
     LLM_OPTION_LABELS,
     CascadeBand,
@@ -97,7 +104,7 @@ def detect_command(
         console = plain_console(stderr=True)
         working = console.status("judging…") if console.is_terminal else contextlib.nullcontext()
         try:
-            with working:
+            with working, terminate_as_interrupt():
                 results = run_sync(detect_items([item], judge))
         except KeyboardInterrupt:
             # Said, as `assay run` says it (the CLI framework ends a Ctrl-C with no word).

@@ -394,7 +394,11 @@ class LLMEndpoint:
             raise self._refused
         if self._unreachable is not None and time.monotonic() < self._unreachable[0]:
             failure = self._unreachable[1]  # a fresh exception: each raise has its own traceback
-            raise Unreachable(failure.kind, failure.message)
+            raise Unreachable(
+                failure.kind,
+                f"not sent: the endpoint failed its capability probe ({failure.message}); it is "
+                f"probed again {REPROBE_AFTER_SECONDS:g} s after that",
+            )
 
     def _log(self, found: Capabilities) -> None:
         where = base_url(self.settings)
