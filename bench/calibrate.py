@@ -7,9 +7,11 @@ Each instruction gets a sign-constrained logistic model over its own evidence fe
   complete one (0) of each non-tie ragchecker pair, and haluquestqa "no incomplete span";
 - damage pairs (`bench/pairs.py`): a good answer (1) and a copy broken in a way this instruction
   names (0), which is where contradiction, structure and explanation checks get their signal.
-Human rows are weighted so that both classes weigh the same, and the two kinds of rows weigh the
-same in all: a probability of 0.5 is the point where the evidence for "broken" and "followed"
-balance, which is where a label should flip.
+Human rows are weighted so that both classes weigh the same (except prioritize_relevant, 0.35 :
+0.65 followed : broken, and no_tangents, 0.65 : 0.35: `HUMAN_PRIOR`, so that the relevance labels
+flip at different points), and human and damage rows share each check's weight as `HUMAN_SHARE`
+says: a probability of 0.5 is the point where the evidence for "broken" and "followed" balance
+under those weights, which is where a label should flip.
 
 Everything is reported out-of-fold: five folds by question group, a fold's rows (and the damaged
 copies made from them) never in the fit that scores them. The shipped model is fitted on all rows.
