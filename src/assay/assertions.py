@@ -9,7 +9,7 @@ import numbers
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from assay.client import AsyncClient, Client, DetectResponseItem
+from assay.client import Client, DetectResponseItem
 from assay.decorator import wire_context
 from assay.detectors import DETECTORS, detectors_for_inputs
 from assay.runner.gates import describe_result, meets
@@ -73,12 +73,11 @@ def _thresholds(names: Sequence[str], min_score: float | Mapping[str, float]) ->
 def _failure_message(
     response: DetectResponseItem,
     thresholds: Mapping[str, float],
-    failing: Sequence[str],
+    below: Sequence[str],
+    errored: Sequence[str],
     generated_text: str,
     user_query: str | None,
 ) -> str:
-    errored = [name for name in failing if _errored(response.get(name))]
-    below = [name for name in failing if name not in errored]
     headings = []
     if below:
         headings.append(f"{', '.join(below)} did not reach min_score")
@@ -93,7 +92,7 @@ def _failure_message(
         lines.append("")
         if not isinstance(result, Mapping):
             lines.append(f"{name}: no result came back")
-        elif name in failing:
+        elif name in below or name in errored:
             lines.append(describe_result(name, result, threshold))
         else:
             lines.append(f"{name}: score {float(result['score']):.4g} (meets {threshold:g})")
@@ -103,11 +102,6 @@ def _failure_message(
 def _errored(result: Any) -> bool:
     """True when a detector gave no score: an error object in its place, or nothing."""
     return not isinstance(result, Mapping) or result.get("error") is True
-
-
-def _passes(result: Any, threshold: float) -> bool:
-    """True when `result` is a score (not an error) that meets `threshold` (the gates' rule)."""
-    return not _errored(result) and meets(float(result["score"]), threshold)
 
 
 def assert_detect(
@@ -137,7 +131,7 @@ def assert_detect(
     argument.
     """
     __tracebackhide__ = True  # pytest shows the caller's line, not this helper's
-    if client is not None and (isinstance(client, AsyncClient) or not isinstance(client, Client)):
+    if client is not None and not isinstance(client, Client):  # an AsyncClient is none
         raise TypeError(
             f"client: expected an assay.Client (assert_detect waits for its answer), got "
             f"{type(client).__name__}"
@@ -164,13 +158,15 @@ def assert_detect(
     finally:
         if owned:
             active.close()
-    failing = [
-        name for name, threshold in thresholds.items() if not _passes(response.get(name), threshold)
+    errored = [name for name in thresholds if _errored(response.get(name))]
+    below = [
+        name
+        for name, threshold in thresholds.items()
+        if name not in errored and not meets(float(response[name]["score"]), threshold)
     ]
-    if not failing:
+    if not (below or errored):
         return response
-    message = _failure_message(response, thresholds, failing, generated_text, user_query)
-    errored = [name for name in failing if _errored(response.get(name))]
+    message = _failure_message(response, thresholds, below, errored, generated_text, user_query)
     if not errored:
         raise AssertionError(message)
     # A judge or server that could not score is not a failed check: CI can tell them apart.

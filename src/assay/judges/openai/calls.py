@@ -153,15 +153,6 @@ def completion_from_response(response: Any) -> Completion:
     )
 
 
-def raise_if_cancelled() -> None:
-    """Raise CancelledError when the current task is being cancelled. Ctrl-C cancels a command's
-    task, and the SDK reports the request it was making as timed out or unconnected: that is no
-    failure of the endpoint, and `assay detect` reported it as one (exit 1, not 130)."""
-    task = asyncio.current_task()
-    if task is not None and task.cancelling():
-        raise asyncio.CancelledError
-
-
 def _classify(error: Exception) -> Retryable | None:
     """A Retryable when `error` is worth another attempt, else None."""
     if isinstance(error, openai.APITimeoutError):
@@ -268,13 +259,9 @@ async def call_with_retries(
         async with limiter:
             if on_attempt is not None:
                 on_attempt()
-            try:
-                response = await client.chat.completions.create(
-                    **request, timeout=min(settings.call_timeout, remaining)
-                )
-            except openai.APIError:
-                raise_if_cancelled()
-                raise
+            response = await client.chat.completions.create(
+                **request, timeout=min(settings.call_timeout, remaining)
+            )
         return completion_from_response(response)
 
     try:
